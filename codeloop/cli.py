@@ -1,0 +1,44 @@
+"""The `codeloop` console script: a thin dispatcher over codeloop.commands.*."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> module under codeloop.commands; imported lazily so `codeloop exec` does not
+# pay for torch when it never needs it.
+COMMANDS = {
+    "params": "params",
+    "exec": "exec_cmd",
+    "clean": "clean",
+    "replay": "replay",
+    "preflight": "preflight",
+    "doctor": "doctor",
+    "rollback": "rollback",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="codeloop", description=__doc__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    modules = {}
+    for name, mod_name in COMMANDS.items():
+        try:
+            mod = importlib.import_module(f"codeloop.commands.{mod_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"codeloop.commands.{mod_name}":
+                raise
+            continue  # a command whose module is not there yet is simply not offered
+        modules[name] = mod
+        mod.add_arguments(sub.add_parser(name, help=mod.HELP, description=mod.HELP))
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    return int(modules[args.command].run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""params.yaml, validated: one model per section, a description on every field.
+
+Unknown keys, wrong types and out-of-range values stop with a message that names the
+key (``rollout.temperature``) and what is allowed. Stages read their own section only,
+so dvc.yaml can list the exact keys each stage depends on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+DEFAULT_PARAMS = Path("params.yaml")
+
+
+class ConfigError(ValueError):
+    """A params file that cannot be used; the message names the file and the key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PolicyConfig(_Section):
+    model: str = Field(
+        "embedded",
+        description="'embedded' builds the tiny offline default; otherwise a hub id or local path.",
+    )
+    checkpoint: str = Field(
+        "models/init", description="Policy directory used by rollout (promoted by nightly)."
+    )
+
+
+class PolicyInitConfig(_Section):
+    seed: int = Field(0, description="Seed for tokenizer sampling, init and SFT order.")
+    vocab_size: int = Field(2048, ge=260, le=65536, description="BPE vocabulary size.")
+    n_layer: int = Field(4, ge=1, le=48, description="Transformer blocks of the tiny model.")
+    n_head: int = Field(4, ge=1, le=64, description="Attention heads per block.")
+    n_embd: int = Field(128, ge=16, le=4096, description="Hidden size (divisible by n_head).")
+    n_positions: int = Field(1024, ge=128, le=8192, description="Maximum context in tokens.")
+    sft_steps: int = Field(400, ge=0, description="SFT optimizer steps on reference solutions.")
+    sft_batch_size: int = Field(16, ge=1, description="SFT sequences per step.")
+    sft_lr: float = Field(2e-3, gt=0, le=1.0, description="SFT AdamW learning rate.")
+
+
+class SourceSpec(_Section):
+    kind: str = Field(
+        description="Loader kind: synthetic, humaneval, mbpp, apps, canonical (see codeloop.loaders)."
+    )
+    path: str = Field("", description="File path for file-based kinds; empty for packaged ones.")
+    n: int = Field(0, ge=0, description="Synthetic only: number of tasks to generate.")
+    seed: int = Field(0, description="Synthetic only: generator seed.")
+    max_depth: int = Field(3, ge=1, le=8, description="Synthetic only: max composition depth.")
+
+
+class CleanConfig(_Section):
+    sources: list[SourceSpec] = Field(
+        default_factory=lambda: [SourceSpec(kind="synthetic", n=600, seed=0)],
+        description="Training sources, by kind and path.",
+    )
+    frozen: list[SourceSpec] = Field(
+        default_factory=lambda: [SourceSpec(kind="humaneval")],
+        description="Frozen evaluation sets; never trained on, leak-checked against training.",
+    )
+    heldout_fraction: float = Field(
+        0.15, ge=0, lt=1, description="Share of synthetic tasks held out as a frozen eval split."
+    )
+    dedupe_threshold: float = Field(0.85, gt=0, le=1, description="MinHash LSH Jaccard threshold.")
+    num_perm: int = Field(128, ge=16, le=1024, description="MinHash permutations.")
+    verify_runs: int = Field(3, ge=0, le=20, description="Runs of each reference (flakiness).")
+    visible_fraction: float = Field(
+        0.5, gt=0, le=1, description="Share of a task's tests that are visible (rest hidden)."
+    )
+    min_visible: int = Field(1, ge=1, description="Minimum visible tests per task.")
+
+
+class BucketConfig(_Section):
+    n_buckets: int = Field(3, ge=1, le=20, description="Number of difficulty buckets.")
+    proportions: list[float] = Field(
+        default_factory=lambda: [0.4, 0.4, 0.2],
+        description="Sampling share per bucket, easiest first; normalised to sum 1.",
+    )
+    tasks_per_iteration: int = Field(64, ge=1, description="Tasks the plan samples per iteration.")
+    seed: int = Field(0, description="Seed of the sampling plan.")
+
+
+class SandboxConfig(_Section):
+    backend: Literal["subprocess", "local", "docker"] = Field(
+        "local", description="Executor backend: local (zygote), docker, or plain subprocess."
+    )
+    timeout_s: float = Field(5.0, gt=0, le=600, description="Wall deadline per run (seconds).")
+    memory_mb: int = Field(512, ge=32, description="Address-space budget per run (MiB).")
+    workers: int = Field(0, ge=0, le=256, description="Parallel workers; 0 = one per core.")
+    max_output_bytes: int = Field(65536, ge=1024, description="Cap on captured stdout/stderr.")
+
+
+class RolloutConfig(_Section):
+    samples_per_task: int = Field(4, ge=1, le=256, description="Completions per task (GRPO group).")
+    max_steps: int = Field(3, ge=1, le=20, description="Generate + revise turns per episode.")
+    temperature: float = Field(1.0, gt=0, le=5, description="Sampling temperature.")
+    top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling mass.")
+    repetition_penalty: float = Field(1.0, ge=1, le=5, description="HF repetition penalty.")
+    max_new_tokens: int = Field(128, ge=1, le=8192, description="Tokens per generation.")
+    batch_size: int = Field(32, ge=1, description="Sequences per generate() call.")
+    seed: int = Field(0, description="Sampling seed.")
+    iteration: int = Field(0, ge=0, description="Iteration number stamped into trajectories.")
+
+
+class RewardConfig(_Section):
+    version: str = Field("v1", description="Name of a released reward composition.")
+
+
+class ScoreConfig(_Section):
+    replay_sample: int = Field(20, ge=0, description="Trajectories replayed after scoring.")
+
+
+class TrainConfig(_Section):
+    steps: int = Field(8, ge=0, description="Optimizer steps per iteration.")
+    lr: float = Field(1e-4, gt=0, le=1.0, description="AdamW learning rate.")
+    beta: float = Field(0.02, ge=0, description="KL (k3) coefficient to the reference policy.")
+    epsilon_low: float = Field(0.2, ge=0, le=1, description="Lower PPO clip range.")
+    epsilon_high: float = Field(0.2, ge=0, le=1, description="Upper PPO clip range.")
+    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = Field(
+        "dapo", description="Loss normalisation as TRL defines it."
+    )
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group", description="Advantage scaling."
+    )
+    micro_batch_size: int = Field(8, ge=1, description="Sequences per forward pass.")
+    grad_accum: int = Field(2, ge=1, description="Micro-batches per optimizer step.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clip.")
+    seed: int = Field(0, description="Training seed.")
+
+
+class EvaluateConfig(_Section):
+    samples_per_task: int = Field(1, ge=1, le=200, description="n per frozen task for pass@k.")
+    temperature: float = Field(0.2, gt=0, le=5, description="Sampling temperature at eval.")
+    max_new_tokens: int = Field(128, ge=1, le=8192, description="Tokens per generation.")
+    max_steps: int = Field(1, ge=1, le=20, description="Turns per eval episode.")
+    max_tasks_per_set: int = Field(0, ge=0, description="Cap per frozen set; 0 = all.")
+    gate_tolerance: float = Field(
+        0.02, ge=0, le=1, description="Largest pass@1 drop allowed before promotion is refused."
+    )
+
+
+class RunnerConfig(_Section):
+    kind: Literal["threads", "dask", "ray"] = Field("threads", description="Fan-out engine.")
+    address: str = Field("", description="Dask scheduler / Ray address; empty = local cluster.")
+    workers: int = Field(2, ge=1, description="Workers for threads or a local cluster.")
+
+
+class Params(_Section):
+    policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Policy selection.")
+    policy_init: PolicyInitConfig = Field(
+        default_factory=PolicyInitConfig, description="Embedded default policy."
+    )
+    clean: CleanConfig = Field(default_factory=CleanConfig, description="Data cleaning stage.")
+    bucket: BucketConfig = Field(default_factory=BucketConfig, description="Bucketing stage.")
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="Executor.")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Rollout stage.")
+    reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward version.")
+    score: ScoreConfig = Field(default_factory=ScoreConfig, description="Score stage.")
+    train: TrainConfig = Field(default_factory=TrainConfig, description="GRPO train stage.")
+    evaluate: EvaluateConfig = Field(
+        default_factory=EvaluateConfig, description="Frozen-set evaluation stage."
+    )
+    runner: RunnerConfig = Field(default_factory=RunnerConfig, description="Task runner.")
+
+
+def _describe(err: dict[str, Any], model: type[BaseModel]) -> str:
+    key = ".".join(str(p) for p in err["loc"])
+    msg = f"{key}: {err['msg']}"
+    if err["type"] == "extra_forbidden":
+        section = model
+        for part in err["loc"][:-1]:
+            field = section.model_fields.get(str(part)) if isinstance(part, str) else None
+            ann = getattr(field, "annotation", None) if field else None
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                section = ann
+        msg = f"{key}: unknown key; allowed: {', '.join(sorted(section.model_fields))}"
+    elif "input" in err and not isinstance(err["input"], dict):
+        msg += f" (got {err['input']!r})"
+    return msg
+
+
+def parse_params(data: dict[str, Any], source: str = "params.yaml") -> Params:
+    """Validate a params mapping; raise ConfigError naming every bad key."""
+    try:
+        return Params.model_validate(data or {})
+    except ValidationError as exc:
+        lines = [_describe(e, Params) for e in exc.errors()]
+        raise ConfigError(f"{source}: invalid params:\n  " + "\n  ".join(lines)) from None
+
+
+def load_params(path: str | Path = DEFAULT_PARAMS) -> Params:
+    """Read and validate params.yaml."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: params file not found")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of sections")
+    return parse_params(data, str(path))
+
+
+def field_docs(model: type[BaseModel] = Params, prefix: str = "") -> dict[str, str]:
+    """Every params key with its description (used by `codeloop params --doc`)."""
+    out: dict[str, str] = {}
+    for name, f in model.model_fields.items():
+        ann = f.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            out.update(field_docs(ann, f"{prefix}{name}."))
+        else:
+            out[f"{prefix}{name}"] = f.description or ""
+    return out

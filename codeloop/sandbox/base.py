@@ -1,0 +1,84 @@
+"""The executor interface every stage calls (rollout, score, clean's verification, eval).
+
+Backends (subprocess, local zygote, docker) implement `Executor`. Model code failing is
+a *result* (an ExecResult with a status); the sandbox itself failing raises SandboxError,
+and callers must never turn that into a reward of 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+STATUSES = (
+    "passed",
+    "failed",
+    "syntax_error",
+    "runtime_error",
+    "timeout",
+    "memory_limit",
+    "output_limit",
+    "crashed",
+    "no_code",
+)
+
+
+class SandboxError(RuntimeError):
+    """Our own infrastructure failed (not the model's code). Never scored as 0."""
+
+
+@dataclass
+class ExecJob:
+    """One program to judge against its tests."""
+
+    code: str
+    tests: list[str]  # see codeloop.schema.Task for the test string formats
+    setup_code: str = ""
+    io_style: str = "function"  # "function" | "stdio"
+    entry_point: str = ""
+    timeout_s: float | None = None  # None: the executor's default
+
+
+@dataclass
+class TestResult:
+    index: int
+    passed: bool
+    status: str  # passed | failed | runtime_error | timeout | ...
+    test: str = ""  # the test source (safe: it is the parent's copy)
+    got: str = ""  # repr of the value the code returned, where safe
+    expected: str = ""
+    error_type: str = ""
+    message: str = ""
+    in_sandbox: bool = False  # the assert could not be split and ran in the child
+
+
+@dataclass
+class ExecResult:
+    status: str  # one of STATUSES
+    tests_passed: int = 0
+    tests_total: int = 0
+    test_results: list[TestResult] = field(default_factory=list)
+    stdout: str = ""
+    stderr: str = ""
+    failing_test: str = ""
+    error_type: str = ""
+    error_message: str = ""
+    duration_ms: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def pass_rate(self) -> float:
+        return self.tests_passed / self.tests_total if self.tests_total else 0.0
+
+
+class Executor(Protocol):
+    def run(self, job: ExecJob) -> ExecResult: ...
+
+    def run_many(self, jobs: list[ExecJob]) -> list[ExecResult]:
+        """Judge many jobs in parallel; results in input order."""
+        ...
+
+    def close(self) -> None: ...

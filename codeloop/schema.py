@@ -1,0 +1,165 @@
+"""Canonical records shared by every stage: tasks and trajectories.
+
+A task is what the clean stage writes and everyone else reads; a trajectory is one
+episode of the agent on one task (DESIGN.md, "Trajectory"). Both are plain dataclasses
+so the library stays usable from a notebook; `codeloop.io` turns them into Parquet rows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+IO_STYLES = ("function", "stdio")
+
+# Why terminal reasons are a closed set: doctor and evaluation count them, and a typo
+# would silently create a new category.
+TERMINAL_REASONS = (
+    "all_tests_passed",
+    "max_steps",
+    "timeout",
+    "no_code",
+    "error",
+    "infra_error",
+)
+
+ACTION_TYPES = ("generate", "revise", "run_tests")
+
+
+@dataclass
+class Task:
+    """One programming task in codeloop's canonical form.
+
+    Tests are source strings. For io_style "function" each test is one Python statement,
+    normally ``assert <call> == <expected>``; ``setup_code`` runs before them (MBPP's
+    test_setup_code). For io_style "stdio" each test is a JSON object string
+    ``{"input": "...", "output": "..."}``.
+    """
+
+    task_id: str
+    source: str
+    prompt: str
+    entry_point: str = ""
+    io_style: str = "function"
+    reference_solution: str = ""
+    setup_code: str = ""
+    visible_tests: list[str] = field(default_factory=list)
+    hidden_tests: list[str] = field(default_factory=list)
+    difficulty: int = -1  # generator knob or bucket id; -1 when unknown
+    metadata: dict[str, Any] = field(default_factory=dict)  # license, provenance, ...
+
+    def all_tests(self) -> list[str]:
+        return list(self.visible_tests) + list(self.hidden_tests)
+
+    def to_row(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["metadata"] = json.dumps(self.metadata, sort_keys=True)
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Task:
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in row.items() if k in names}
+        meta = kw.get("metadata", {})
+        kw["metadata"] = json.loads(meta) if isinstance(meta, str) and meta else (meta or {})
+        kw["visible_tests"] = list(kw.get("visible_tests") or [])
+        kw["hidden_tests"] = list(kw.get("hidden_tests") or [])
+        if kw.get("difficulty") is None:
+            kw["difficulty"] = -1
+        return cls(**kw)
+
+
+@dataclass
+class Observation:
+    """What the environment returned after running the code of one action."""
+
+    stdout: str = ""
+    stderr: str = ""
+    status: str = ""  # a sandbox status: passed, failed, syntax_error, timeout, ...
+    failing_test: str = ""
+    duration_ms: float = 0.0
+    tests_passed: int = 0
+    tests_total: int = 0
+
+
+@dataclass
+class Action:
+    """One step of an episode: the model's output and the environment's answer."""
+
+    step: int
+    action_type: str  # one of ACTION_TYPES
+    content: str  # the model's raw text for generate/revise
+    observation: Observation = field(default_factory=Observation)
+    reward: float = 0.0  # step-level reward (process reward); filled by score
+
+
+@dataclass
+class TrajectoryMetadata:
+    model_name: str = ""
+    model_version: str = ""  # content hash of the checkpoint that sampled
+    temperature: float = 1.0
+    top_p: float = 1.0
+    repetition_penalty: float = 1.0
+    max_new_tokens: int = 0
+    env_timeout: float = 0.0
+    execution_time_ms: float = 0.0
+    prompt_template_version: str = ""
+    dataset_version: str = ""
+    reward_fn_version: str = ""  # filled by the score stage
+    seed: int = 0
+
+
+@dataclass
+class Trajectory:
+    """One episode. Token fields let train rebuild the exact sampled sequence.
+
+    ``token_ids`` is the whole episode as the model saw it (prompt, generations and
+    environment feedback, in order); ``loss_mask`` is 1 on model-generated tokens only;
+    ``sample_logprobs`` are the sampler's log-probs on those tokens (0 elsewhere).
+    """
+
+    trajectory_id: str
+    task_id: str
+    prompt_key: str
+    prompt: str
+    initial_code: str = ""
+    actions: list[Action] = field(default_factory=list)
+    final_code: str = ""
+    reward: float = 0.0
+    reward_components: dict[str, float] = field(default_factory=dict)
+    done: bool = False
+    terminal_reason: str = ""
+    iteration: int = 0
+    metadata: TrajectoryMetadata = field(default_factory=TrajectoryMetadata)
+    token_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    sample_logprobs: list[float] = field(default_factory=list)
+    infra_error: str = ""  # non-empty: our infrastructure failed; excluded from training
+
+    def to_row(self) -> dict[str, Any]:
+        row = asdict(self)
+        # Components are an open set per reward version: a JSON map keeps the Parquet
+        # schema stable across versions.
+        row["reward_components"] = json.dumps(self.reward_components, sort_keys=True)
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Trajectory:
+        kw = dict(row)
+        kw["actions"] = [
+            Action(
+                **{
+                    **a,
+                    "observation": Observation(**(a.get("observation") or {})),
+                }
+            )
+            for a in (row.get("actions") or [])
+        ]
+        comps = row.get("reward_components") or {}
+        kw["reward_components"] = json.loads(comps) if isinstance(comps, str) else dict(comps)
+        kw["metadata"] = TrajectoryMetadata(**(row.get("metadata") or {}))
+        for name in ("token_ids", "loss_mask", "sample_logprobs"):
+            kw[name] = list(row.get(name) or [])
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in kw.items() if k in names})
