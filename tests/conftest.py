@@ -1,0 +1,49 @@
+"""Shared test fixtures: a real Prefect harness, isolated homes, repo paths.
+
+Environment is set at import time, before any test module imports prefect, so no test
+ever writes into the developer's ~/.prefect or phones home.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_PREFECT_HOME = tempfile.mkdtemp(prefix="codeloop-prefect-home-")
+os.environ.setdefault("PREFECT_HOME", _PREFECT_HOME)
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+os.environ["DO_NOT_TRACK"] = "1"
+os.environ["DVC_NO_ANALYTICS"] = "1"
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+MBPP_PATH = REPO.parent / "shared" / "data" / "mbpp.jsonl"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def mbpp_path() -> Path:
+    """Path of the shared MBPP file; skips the test with the reason when it is absent."""
+    if not MBPP_PATH.exists():
+        pytest.skip(
+            f"MBPP not found at {MBPP_PATH} (it lives in ../shared/data, never in the repo)"
+        )
+    return MBPP_PATH
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """One real, temporary Prefect server (SQLite) for the whole session."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=90):
+        yield
