@@ -20,6 +20,14 @@ os.environ["DVC_NO_ANALYTICS"] = "1"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Tests commit into temp git repos; CI machines may have no identity configured.
+for _var, _val in (
+    ("GIT_AUTHOR_NAME", "codeloop tests"),
+    ("GIT_AUTHOR_EMAIL", "tests@codeloop.invalid"),
+    ("GIT_COMMITTER_NAME", "codeloop tests"),
+    ("GIT_COMMITTER_EMAIL", "tests@codeloop.invalid"),
+):
+    os.environ.setdefault(_var, _val)
 
 REPO = Path(__file__).resolve().parents[1]
 MBPP_PATH = REPO.parent / "shared" / "data" / "mbpp.jsonl"

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The main job: install, then one full iteration of the pipeline on the embedded default
+# (clean → policy_init → bucket → rollout → score → train → evaluate) through `dvc repro`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+dvc repro "$@"
+echo
+echo "codeloop: done. Data in data/, checkpoints in models/, metrics in metrics/ (dvc metrics show)."
+dvc metrics show || true
