@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+source scripts/prefect_server.sh
 dvc repro "$@"
 echo
 echo "codeloop: done. Data in data/, checkpoints in models/, metrics in metrics/ (dvc metrics show)."
