@@ -133,6 +133,18 @@ class TrainConfig(_Section):
     grad_accum: int = Field(2, ge=1, description="Micro-batches per optimizer step.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clip.")
     seed: int = Field(0, description="Training seed.")
+    weight_decay: float = Field(0.0, ge=0, le=1, description="AdamW weight decay.")
+    skip_tied_groups: bool = Field(
+        True,
+        description="Drop groups whose rewards all tie from the update (DAPO dynamic sampling): "
+        "they carry no policy gradient, so this only saves compute and KL-only steps.",
+    )
+    max_completion_length: int = Field(
+        0, ge=0, description="dr_grpo's constant length normaliser; 0 = longest episode's loss tokens."
+    )
+    checkpoint_every: int = Field(
+        0, ge=0, description="Also save a checkpoint every N steps under checkpoints/; 0 = final only."
+    )
 
 
 class EvaluateConfig(_Section):
