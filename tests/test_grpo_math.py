@@ -140,22 +140,22 @@ def test_dapo_micro_batches_add_up_to_one_global_token_mean():
         )[0]
         for s in (slice(0, 2), slice(2, 6))
     ]
-    assert float(sum(parts)) == pytest.approx(float(whole), abs=1e-6)
+    assert sum(parts).item() == pytest.approx(whole.item(), abs=1e-6)
 
 
 def test_dr_grpo_divides_by_batch_times_max_completion_length():
     logps, old, _, adv, mask = _batch()
     a, _ = grpo_loss(logps, old, None, adv, mask, loss_type="dr_grpo", max_completion_length=12)
     b, _ = grpo_loss(logps, old, None, adv, mask, loss_type="dr_grpo", max_completion_length=6)
-    assert float(a) * 2 == pytest.approx(float(b), abs=1e-6)
+    assert a.item() * 2 == pytest.approx(b.item(), abs=1e-6)
 
 
 def test_accumulation_divides_per_micro_batch_losses():
     logps, old, _, adv, mask = _batch()
     one, _ = grpo_loss(logps, old, None, adv, mask, loss_type="bnpo")
     acc, stats = grpo_loss(logps, old, None, adv, mask, loss_type="bnpo", accum_steps=4)
-    assert float(acc) * 4 == pytest.approx(float(one), abs=1e-6)
-    assert stats["policy_loss"] == pytest.approx(float(one), abs=1e-6)
+    assert acc.item() * 4 == pytest.approx(one.item(), abs=1e-6)
+    assert stats["policy_loss"] == pytest.approx(one.item(), abs=1e-6)
 
 
 def test_unknown_loss_type_names_the_allowed_values():
