@@ -12,7 +12,8 @@ Two small git-tracked files under ``history/``, written only by the nightly prom
 - ``train_reward_mean`` — mean reward of the iteration's scored trajectories;
 - ``visible_pass_rate`` / ``hidden_pass_rate`` / ``hidden_visible_gap`` — of the
   training trajectories (from metrics/score.json; what the hacking alarm watches);
-- ``eval_visible_pass_rate`` / ``eval_hidden_pass_rate`` — the same on the frozen sets.
+- ``eval_visible_pass_rate`` / ``eval_hidden_pass_rate`` — the same on the frozen sets;
+- ``reward_components`` — JSON object ``{component: mean}`` of the training rewards.
 
 An empty file, a header-only file and a missing file all mean "nothing promoted yet".
 
@@ -48,6 +49,7 @@ ITERATION_FIELDS = (
     "hidden_visible_gap",
     "eval_visible_pass_rate",
     "eval_hidden_pass_rate",
+    "reward_components",
 )
 _FLOATS = {
     "pass_at_1_mean",
@@ -148,7 +150,34 @@ def make_row(
         "hidden_visible_gap": _num(score, "hidden_visible_gap", "visible_hidden_gap", "gap"),
         "eval_visible_pass_rate": mean_over_sets("visible_pass_rate"),
         "eval_hidden_pass_rate": mean_over_sets("hidden_pass_rate"),
+        "reward_components": _component_means(score),
     }
+
+
+def _component_means(score: dict[str, Any]) -> dict[str, float]:
+    comps = score.get("components") or score.get("reward_components") or {}
+    out = {}
+    for name, val in comps.items() if isinstance(comps, dict) else ():
+        mean = val.get("mean") if isinstance(val, dict) else val
+        if isinstance(mean, int | float):
+            out[str(name)] = float(mean)
+    return dict(sorted(out.items()))
+
+
+def plot_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Flatten history rows into DVC plot records, one per iteration (x = iteration)."""
+    out = []
+    for r in rows:
+        rec: dict[str, Any] = {"iteration": r["iteration"]}
+        for name, val in sorted((r.get("pass_at_1") or {}).items()):
+            rec[f"pass@1/{name}"] = val
+        for key in sorted(_FLOATS):
+            if r.get(key) is not None:
+                rec[key] = r[key]
+        for name, val in sorted((r.get("reward_components") or {}).items()):
+            rec[f"reward/{name}"] = val
+        out.append(rec)
+    return out
 
 
 def _num(d: dict[str, Any], *keys: str) -> float | None:
@@ -174,7 +203,8 @@ def append_iteration(row: dict[str, Any], path: str | os.PathLike = ITERATIONS_C
     if unknown:
         raise HistoryError(f"{path}: unknown history fields {sorted(unknown)}")
     out = dict(row)
-    out["pass_at_1"] = json.dumps(row.get("pass_at_1") or {}, sort_keys=True)
+    for name in ("pass_at_1", "reward_components"):
+        out[name] = json.dumps(row.get(name) or {}, sort_keys=True)
     for key in _FLOATS:
         out[key] = "" if out.get(key) is None else repr(float(out[key]))
     path.parent.mkdir(parents=True, exist_ok=True)
