@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 DEFAULT_PARAMS = Path("params.yaml")
 
@@ -110,11 +110,49 @@ class RolloutConfig(_Section):
 
 
 class RewardConfig(_Section):
-    version: str = Field("v1", description="Name of a released reward composition.")
+    version: str = Field(
+        "v1", description="Reward composition (codeloop.rewards.registry): v1, v2, v2-critic, v2-judge."
+    )
+    judge_kind: Literal["http", "hf"] = Field(
+        "http", description="Judge backend (v2-judge only): OpenAI-compatible HTTP or local HF model."
+    )
+    judge_url: str = Field(
+        "", description="Judge: base URL of an OpenAI-compatible API (http) or model path (hf)."
+    )
+    judge_model: str = Field("", description="Judge: model name sent to the HTTP endpoint.")
+    judge_api_key_env: str = Field(
+        "", description="Judge: environment variable holding the API key (never the key itself)."
+    )
+    judge_timeout_s: float = Field(30.0, gt=0, le=600, description="Judge: HTTP timeout (s).")
+    critic_path: str = Field(
+        "", description="Critic directory (critic.json + critic.npz) for v2-critic."
+    )
+
+    @field_validator("version")
+    @classmethod
+    def _known_version(cls, v: str) -> str:
+        from codeloop.rewards.registry import REGISTRY
+
+        if v not in REGISTRY:
+            raise ValueError(f"unknown reward version {v!r}; allowed: {', '.join(sorted(REGISTRY))}")
+        return v
 
 
 class ScoreConfig(_Section):
     replay_sample: int = Field(20, ge=0, description="Trajectories replayed after scoring.")
+    replay_seed: int = Field(0, description="Seed of the replay sample.")
+    hidden_diagnostics: bool = Field(
+        True, description="Also run hidden tests (diagnostics only, never in the reward)."
+    )
+    alarm_gap_threshold: float = Field(
+        0.2, ge=0, le=1, description="Hacking alarm: largest visible-hidden pass-rate gap."
+    )
+    alarm_gap_widen: float = Field(
+        0.1, ge=0, le=1, description="Hacking alarm: largest gap increase over one iteration."
+    )
+    alarm_min_delta: float = Field(
+        0.01, ge=0, le=1, description="Hacking alarm: noise floor for reward/hidden-rate moves."
+    )
 
 
 class TrainConfig(_Section):
