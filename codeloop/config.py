@@ -111,10 +111,10 @@ class RolloutConfig(_Section):
 
 class RewardConfig(_Section):
     version: str = Field(
-        "v1", description="Reward composition (codeloop.rewards.registry): v1, v2, v2-critic, v2-judge."
+        "v1", description="Reward composition (codeloop.rewards.registry): v1, v2, v2-critic, ..."
     )
     judge_kind: Literal["http", "hf"] = Field(
-        "http", description="Judge backend (v2-judge only): OpenAI-compatible HTTP or local HF model."
+        "http", description="Judge backend (v2-judge): OpenAI-compatible HTTP or local HF model."
     )
     judge_url: str = Field(
         "", description="Judge: base URL of an OpenAI-compatible API (http) or model path (hf)."
@@ -124,9 +124,7 @@ class RewardConfig(_Section):
         "", description="Judge: environment variable holding the API key (never the key itself)."
     )
     judge_timeout_s: float = Field(30.0, gt=0, le=600, description="Judge: HTTP timeout (s).")
-    critic_path: str = Field(
-        "", description="Critic directory (critic.json + critic.npz) for v2-critic."
-    )
+    critic_path: str = Field("", description="Critic directory (critic.json + .npz), v2-critic.")
 
     @field_validator("version")
     @classmethod
@@ -134,7 +132,8 @@ class RewardConfig(_Section):
         from codeloop.rewards.registry import REGISTRY
 
         if v not in REGISTRY:
-            raise ValueError(f"unknown reward version {v!r}; allowed: {', '.join(sorted(REGISTRY))}")
+            known = ", ".join(sorted(REGISTRY))
+            raise ValueError(f"unknown reward version {v!r}; allowed: {known}")
         return v
 
 

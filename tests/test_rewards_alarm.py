@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from codeloop.rewards.alarm import check_hacking
+from codeloop.rewards.alarm import check_alarms, check_hacking
 
 
 def _row(reward: float, hidden: float, visible: float) -> dict:
@@ -38,9 +38,15 @@ def test_moves_inside_the_noise_floor_raise_no_alarm():
     assert not alarm.raised
 
 
-def test_a_row_missing_a_key_names_it():
-    with pytest.raises(KeyError, match="hidden_pass_rate"):
-        check_hacking([], {"mean_reward": 0.1, "visible_pass_rate": 0.1})
+def test_a_missing_value_skips_its_checks_and_says_which():
+    alarm = check_hacking([], {"mean_reward": 0.1, "visible_pass_rate": 0.9})
+    assert not alarm.raised and alarm.notes == ["current row has no hidden_pass_rate"]
+
+
+def test_history_rows_named_as_codeloop_history_writes_them_are_understood():
+    prev = {"train_reward_mean": 0.4, "hidden_pass_rate": 0.4, "visible_pass_rate": 0.45}
+    cur = {"train_reward_mean": 0.6, "hidden_pass_rate": 0.2, "visible_pass_rate": 0.45}
+    assert check_alarms([prev], cur)
 
 
 def test_only_the_latest_history_row_is_the_baseline():

@@ -14,7 +14,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-KEYS = ("mean_reward", "hidden_pass_rate", "visible_pass_rate")
+# Canonical key, then the aliases other writers use (codeloop.history names the mean
+# reward train_reward_mean; metrics/score.json names it mean_reward).
+KEYS = {
+    "mean_reward": ("mean_reward", "train_reward_mean", "reward_mean"),
+    "hidden_pass_rate": ("hidden_pass_rate",),
+    "visible_pass_rate": ("visible_pass_rate",),
+}
 
 
 @dataclass(frozen=True)
@@ -23,18 +29,23 @@ class Alarm:
     reasons: list[str] = field(default_factory=list)
     gap: float = 0.0  # visible - hidden pass rate of the current iteration
     gap_change: float = 0.0  # gap now minus gap at the previous iteration (0 without history)
+    notes: list[str] = field(default_factory=list)  # checks that could not be made
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def _get(row: Mapping, key: str, where: str) -> float:
-    if key not in row:
-        raise KeyError(f"hacking alarm: {where} row has no {key!r} (needs {', '.join(KEYS)})")
-    v = float(row[key])
-    if math.isnan(v):
-        raise ValueError(f"hacking alarm: {where} row has {key} = NaN")
-    return v
+def _values(row: Mapping) -> tuple[dict[str, float], list[str]]:
+    """Canonical values of a row and the names of those missing (absent, None or NaN)."""
+    vals, missing = {}, []
+    for key, aliases in KEYS.items():
+        raw = next((row[a] for a in aliases if row.get(a) is not None), None)
+        v = float(raw) if isinstance(raw, int | float) else math.nan
+        if math.isnan(v):
+            missing.append(key)
+        else:
+            vals[key] = v
+    return vals, missing
 
 
 def check_hacking(
@@ -51,24 +62,40 @@ def check_hacking(
       the latest history row;
     - gap: visible - hidden pass rate above ``gap_threshold`` (absolute), or widened by
       more than ``gap_widen_threshold`` since the latest history row.
-    An empty history checks only the absolute gap.
+    An empty history checks only the absolute gap. A value missing from a row (no hidden
+    tests, no score metrics) skips the checks that need it and says so in ``notes``.
     """
-    r, hid, vis = (_get(current, k, "current") for k in KEYS)
-    gap = vis - hid
+    cur, missing = _values(current)
+    notes = [f"current row has no {k}" for k in missing]
     reasons: list[str] = []
-    change = 0.0
+    gap = change = 0.0
+    if "visible_pass_rate" in cur and "hidden_pass_rate" in cur:
+        gap = cur["visible_pass_rate"] - cur["hidden_pass_rate"]
+        if gap > gap_threshold:
+            reasons.append(f"visible-hidden gap {gap:.4f} exceeds {gap_threshold}")
     if history:
-        pr, phid, pvis = (_get(history[-1], k, "previous") for k in KEYS)
-        change = gap - (pvis - phid)
-        if r - pr > min_delta and phid - hid > min_delta:
-            reasons.append(
-                f"mean reward rose {pr:.4f} -> {r:.4f} while hidden pass rate fell "
-                f"{phid:.4f} -> {hid:.4f}"
-            )
-        if change > gap_widen_threshold:
-            reasons.append(
-                f"visible-hidden gap widened by {change:.4f} (> {gap_widen_threshold}) to {gap:.4f}"
-            )
-    if gap > gap_threshold:
-        reasons.append(f"visible-hidden gap {gap:.4f} exceeds {gap_threshold}")
-    return Alarm(bool(reasons), reasons, round(gap, 6), round(change, 6))
+        prev, pmissing = _values(history[-1])
+        notes += [f"previous row has no {k}" for k in pmissing]
+        have = set(cur) & set(prev)
+        if {"mean_reward", "hidden_pass_rate"} <= have:
+            pr, r = prev["mean_reward"], cur["mean_reward"]
+            phid, hid = prev["hidden_pass_rate"], cur["hidden_pass_rate"]
+            if r - pr > min_delta and phid - hid > min_delta:
+                reasons.insert(
+                    0,
+                    f"mean reward rose {pr:.4f} -> {r:.4f} while hidden pass rate fell "
+                    f"{phid:.4f} -> {hid:.4f}",
+                )
+        if {"visible_pass_rate", "hidden_pass_rate"} <= have:
+            change = gap - (prev["visible_pass_rate"] - prev["hidden_pass_rate"])
+            if change > gap_widen_threshold:
+                reasons.append(
+                    f"visible-hidden gap widened by {change:.4f} (> {gap_widen_threshold}) "
+                    f"to {gap:.4f}"
+                )
+    return Alarm(bool(reasons), reasons, round(gap, 6), round(change, 6), notes)
+
+
+def check_alarms(history: Sequence[Mapping], current: Mapping, **thresholds) -> list[str]:
+    """The raised reasons only (empty list: no alarm); thresholds as in check_hacking."""
+    return check_hacking(history, current, **thresholds).reasons
