@@ -1,0 +1,48 @@
+"""codeloop's sandbox: judge model-written code against tests with trusted verdicts.
+
+``make_executor(SandboxConfig())`` gives the configured backend (``local`` zygote by
+default, ``docker``, or plain ``subprocess``). See ``local`` for what is and is not
+isolated, and ``judge`` / ``split`` for how verdicts are kept out of the child's reach.
+"""
+
+from __future__ import annotations
+
+from codeloop.config import SandboxConfig
+from codeloop.sandbox.base import (
+    STATUSES,
+    ExecJob,
+    ExecResult,
+    Executor,
+    SandboxError,
+    TestResult,
+)
+
+__all__ = [
+    "STATUSES",
+    "ExecJob",
+    "ExecResult",
+    "Executor",
+    "SandboxError",
+    "TestResult",
+    "make_executor",
+]
+
+
+def make_executor(cfg: SandboxConfig | None = None) -> Executor:
+    """Build the executor ``cfg.backend`` names; call ``close()`` when done."""
+    cfg = cfg or SandboxConfig()
+    if cfg.backend == "subprocess":
+        from codeloop.sandbox.subprocess_backend import SubprocessExecutor
+
+        return SubprocessExecutor(cfg)
+    if cfg.backend == "docker":
+        from codeloop.sandbox.docker_backend import DockerExecutor
+
+        return DockerExecutor(cfg)
+    try:
+        from codeloop.sandbox.local import LocalExecutor
+    except ImportError:  # the zygote backend is not there yet: same protocol, fresh processes
+        from codeloop.sandbox.subprocess_backend import SubprocessExecutor
+
+        return SubprocessExecutor(cfg)
+    return LocalExecutor(cfg)

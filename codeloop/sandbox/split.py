@@ -1,0 +1,205 @@
+"""Split a test into what the child evaluates ("holes") and what the parent checks.
+
+``assert f(x) == 3`` becomes hole ``f(x)`` (run in the child) and check ``_eq(_h0, 3)``
+(run here on the returned plain value). The expected side never reaches the child.
+An expression is *trusted* when it uses only literals, a small set of pure builtins and
+stdlib constructors (``Counter``, ``math.isclose``...); the parent evaluates those itself.
+Around a hole the parent only applies operations whose cost is bounded by the size of the
+returned value (no ``*``, ``**``, ``%``). Where both sides of a comparison depend on the
+program (``f(3) == Node(3)``) or the test is not a single assert, the whole thing runs in
+the child and the result is flagged ``in_sandbox``: such a verdict is only as strong as the
+child's isolation from the program it tests.
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+import decimal
+import fractions
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from types import CodeType
+from typing import Any
+
+from codeloop.sandbox.values import values_equal
+
+_SAFE_FUNCS = {
+    "abs": abs, "all": all, "any": any, "bool": bool, "bytes": bytes, "complex": complex,
+    "dict": dict, "divmod": divmod, "float": float, "frozenset": frozenset, "int": int,
+    "isinstance": isinstance, "len": len, "list": list, "max": max, "min": min,
+    "range": range, "reversed": reversed, "round": round, "set": set, "sorted": sorted,
+    "str": str, "sum": sum, "tuple": tuple, "type": type, "zip": zip, "enumerate": enumerate,
+    "ord": ord, "chr": chr, "Counter": collections.Counter,
+    "OrderedDict": collections.OrderedDict, "defaultdict": collections.defaultdict,
+    "deque": collections.deque, "Decimal": decimal.Decimal, "Fraction": fractions.Fraction,
+    "isclose": math.isclose,
+}  # fmt: skip
+_SAFE_CONSTS = {"inf": math.inf, "nan": math.nan, "pi": math.pi, "e": math.e}
+_SAFE_MODULES = {"math": math, "collections": collections, "decimal": decimal,
+                 "fractions": fractions}  # fmt: skip
+_HOLE_BINOPS = (ast.Add, ast.Sub, ast.Div, ast.FloorDiv, ast.BitAnd, ast.BitOr, ast.BitXor)
+_TRUSTED_NODES = (
+    ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp, ast.BoolOp,
+    ast.Compare, ast.Call, ast.Attribute, ast.Subscript, ast.Slice, ast.Name, ast.keyword,
+    ast.Load, ast.IfExp, ast.expr_context, ast.operator, ast.unaryop, ast.boolop, ast.cmpop,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one test is judged. kind: "holes" | "stmt" | "stdio"."""
+
+    kind: str
+    source: str
+    holes: tuple[str, ...] = ()
+    check: CodeType | None = None
+    in_sandbox: bool = False
+    stdin: str = ""
+    expected_output: str = ""
+    expected_src: str = ""  # the trusted side of `hole == expected`, for messages
+
+
+def _is_trusted(node: ast.AST) -> bool:
+    for sub in ast.walk(node):
+        if not isinstance(sub, _TRUSTED_NODES):
+            return False
+        if isinstance(sub, ast.Name) and sub.id not in _SAFE_FUNCS and sub.id not in _SAFE_CONSTS:
+            if sub.id not in ("True", "False", "None") and sub.id not in _SAFE_MODULES:
+                return False
+        if isinstance(sub, ast.Attribute):
+            base = sub.value
+            if not (isinstance(base, ast.Name) and base.id in _SAFE_MODULES):
+                return False
+            if sub.attr.startswith("_"):
+                return False
+        if isinstance(sub, ast.Call) and not _is_safe_callee(sub.func):
+            return False
+    return True
+
+
+def _is_safe_callee(func: ast.AST) -> bool:
+    if isinstance(func, ast.Name):
+        return func.id in _SAFE_FUNCS
+    return (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id in _SAFE_MODULES
+        and not func.attr.startswith("_")
+    )
+
+
+class _Splitter:
+    def __init__(self) -> None:
+        self.holes: list[str] = []
+        self.in_sandbox = False
+
+    def hole(self, node: ast.expr, merged: bool) -> ast.expr:
+        self.in_sandbox = self.in_sandbox or merged
+        self.holes.append(ast.unparse(node))
+        return ast.Name(id=f"_h{len(self.holes) - 1}", ctx=ast.Load())
+
+    def visit(self, node: ast.expr) -> ast.expr:
+        """Return a parent-side expression; untrusted parts replaced by hole names."""
+        if _is_trusted(node):
+            return node
+        if isinstance(node, ast.BoolOp):
+            return ast.BoolOp(op=node.op, values=[self.visit(v) for v in node.values])
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub, ast.UAdd)):
+            return ast.UnaryOp(op=node.op, operand=self.visit(node.operand))
+        if isinstance(node, ast.Compare):
+            return self._compare(node)
+        kids: list[ast.expr] = []
+        if isinstance(node, ast.Call) and _is_safe_callee(node.func):
+            if any(isinstance(a, ast.Starred) for a in node.args):
+                return self.hole(node, merged=True)
+            kids = list(node.args) + [k.value for k in node.keywords]
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, _HOLE_BINOPS):
+            kids = [node.left, node.right]
+        elif isinstance(node, ast.Subscript) and _is_trusted(node.slice):
+            kids = [node.value]
+        else:
+            return self.hole(node, merged=False)
+        untrusted = [k for k in kids if not _is_trusted(k)]
+        if len(untrusted) > 1:
+            return self.hole(node, merged=True)
+        return _replace_child(node, untrusted[0], self.visit(untrusted[0]))
+
+    def _compare(self, node: ast.Compare) -> ast.expr:
+        operands = [node.left, *node.comparators]
+        if sum(not _is_trusted(o) for o in operands) > 1:
+            return self.hole(node, merged=True)
+        new = [self.visit(o) for o in operands]
+        pairs = []
+        for op, left, right in zip(node.ops, new, new[1:], strict=False):
+            if isinstance(op, (ast.Eq, ast.NotEq)):
+                call = ast.Call(
+                    func=ast.Name(id="_eq", ctx=ast.Load()), args=[left, right], keywords=[]
+                )
+                pairs.append(
+                    call if isinstance(op, ast.Eq) else ast.UnaryOp(op=ast.Not(), operand=call)
+                )
+            else:
+                pairs.append(ast.Compare(left=left, ops=[op], comparators=[right]))
+        return pairs[0] if len(pairs) == 1 else ast.BoolOp(op=ast.And(), values=pairs)
+
+
+def _replace_child(parent: ast.expr, old: ast.expr, new: ast.expr) -> ast.expr:
+    for name, value in ast.iter_fields(parent):
+        if value is old:
+            setattr(parent, name, new)
+            return parent
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                if item is old:
+                    value[i] = new
+                    return parent
+                if isinstance(item, ast.keyword) and item.value is old:
+                    item.value = new
+                    return parent
+    raise AssertionError("child not found")  # pragma: no cover - internal invariant
+
+
+@lru_cache(maxsize=65536)
+def plan_test(test: str, io_style: str = "function") -> Plan:
+    """Plan one test string (cached: rollouts judge the same tests thousands of times)."""
+    if io_style == "stdio":
+        try:
+            obj = json.loads(test)
+            stdin, expected = obj["input"], obj["output"]
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ValueError(
+                f"stdio test is not JSON {{input, output}}: {exc}: {test[:120]!r}"
+            ) from None
+        return Plan(kind="stdio", source=test, stdin=str(stdin), expected_output=str(expected))
+    try:
+        tree = ast.parse(test.strip())
+    except (SyntaxError, ValueError):
+        return Plan(kind="stmt", source=test, in_sandbox=True)
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
+        return Plan(kind="stmt", source=test, in_sandbox=True)
+    expected = ""
+    original = tree.body[0].test
+    if isinstance(original, ast.Compare) and len(original.ops) == 1:
+        left, right = original.left, original.comparators[0]
+        expected = ast.unparse(right if _is_trusted(right) else left)
+    splitter = _Splitter()
+    expr = splitter.visit(original)
+    code = compile(ast.fix_missing_locations(ast.Expression(body=expr)), "<check>", "eval")
+    return Plan(
+        "holes", test, tuple(splitter.holes), code, splitter.in_sandbox, expected_src=expected
+    )
+
+
+_ENV: dict[str, Any] = {**_SAFE_FUNCS, **_SAFE_CONSTS, **_SAFE_MODULES, "_eq": values_equal}
+
+
+def evaluate_check(plan: Plan, values: list[Any]) -> bool:
+    """Run the parent-side check on the (decoded, stdlib-only) hole values."""
+    env = dict(_ENV)
+    env["__builtins__"] = {}
+    for i, v in enumerate(values):
+        env[f"_h{i}"] = v
+    return bool(eval(plan.check, env))  # noqa: S307 - trusted test text, plain-data values

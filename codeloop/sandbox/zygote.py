@@ -1,0 +1,317 @@
+"""Zygote: a warm interpreter that forks one sandboxed child per job.
+
+Stdlib only: it runs as ``/usr/bin/python3 -I -S -c <this source> <opts json>`` (Debian's
+python, readable by the unprivileged uid the children drop to), either once per job
+(``subprocess`` backend), as a long-lived worker inside fresh namespaces (``local``), or
+as the main process of a warm container (``docker``). Frames on fd 0/1: 4-byte big-endian
+length + JSON. Per job: fork, new session, rlimits, scrubbed env, fresh work dir, stdin
+/dev/null, capped pipes, wall deadline, then SIGKILL of every process the job left (as PID
+1 of its namespace: kill(-1); otherwise as the job's uid plus the subreaper's children) and
+removal of every file it wrote. The zygote never interprets results: it ships the child's
+raw result lines back and the parent (codeloop.sandbox.judge) decides.
+"""
+
+import ctypes
+import errno
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import struct
+import sys
+import time
+
+_libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
+SCRATCH = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+
+
+def _mount(src, target, fstype, flags, data):
+    def enc(s):
+        return s.encode() if s is not None else None
+
+    if _libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)) != 0:
+        raise OSError(ctypes.get_errno(), f"mount {target}")
+
+
+def isolate_filesystem():
+    """In a private mount namespace: everything read-only, fresh tmpfs on scratch dirs."""
+    flag_bits = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
+    with open("/proc/self/mountinfo") as fh:
+        mounts = [line.split() for line in fh]
+    for parts in mounts:
+        point = parts[4].encode().decode("unicode_escape")
+        if point.startswith(("/proc", "/sys")):
+            continue
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+        for opt in parts[5].split(","):
+            flags |= flag_bits.get(opt, 0)
+        try:
+            _mount(None, point, None, flags, None)
+        except OSError:
+            pass  # e.g. a mount hidden under another; what stays writable is root-only
+    for d in SCRATCH:
+        if os.path.isdir(d):
+            _mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777")
+
+
+def _read_exact(fd, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def recv(fd):
+    head = _read_exact(fd, 4)
+    if head is None:
+        return None
+    body = _read_exact(fd, struct.unpack(">I", head)[0])
+    return None if body is None else json.loads(body)
+
+
+def send(fd, obj):
+    data = json.dumps(obj).encode("utf-8", "surrogatepass")
+    data = struct.pack(">I", len(data)) + data
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _child(job, opts, workdir, fds):
+    """Runs in the forked child; never returns."""
+    try:
+        os.setsid()
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        null = os.open("/dev/null", os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(fds["out"], 1)
+        os.dup2(fds["err"], 2)
+        os.dup2(fds["res"], 3)
+        os.closerange(4, 1 << 16)
+        os.chdir(workdir)
+        os.environ.clear()
+        os.environ.update(PATH="/usr/bin:/bin", HOME=workdir, TMPDIR=workdir, LANG="C.UTF-8")
+        with open("/proc/self/statm") as fh:
+            vm = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        cpu = int(job["timeout"]) + 1
+        limits = {
+            resource.RLIMIT_CPU: (cpu, cpu + 1),
+            resource.RLIMIT_AS: (vm + job["memory_mb"] * 2**20,) * 2,
+            resource.RLIMIT_FSIZE: (job.get("fsize_mb", 16) * 2**20,) * 2,
+            resource.RLIMIT_NOFILE: (64, 64),
+            resource.RLIMIT_NPROC: (job.get("nproc", 64),) * 2,
+            resource.RLIMIT_CORE: (0, 0),
+        }
+        for which, lim in limits.items():
+            resource.setrlimit(which, lim)
+        uid = opts.get("uid")
+        if uid is not None and os.getuid() == 0:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        HARNESS["run_job"](job["req"], 3)
+        code = 0
+    except BaseException:
+        code = 70
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        pass
+    os._exit(code)
+
+
+def _children():
+    me = os.getpid()
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{me}/task"):
+            with open(f"/proc/{me}/task/{tid}/children") as fh:
+                out += [int(p) for p in fh.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def kill_everything(pid, opts):
+    """SIGKILL the job's child and every process it left; reap them. Returns child status."""
+    if os.getpid() == 1:
+        _kill_quiet(-1)  # PID 1 of our own namespace: reaches setsid'd daemons too
+    else:
+        _kill_quiet(-pid)
+        _kill_quiet(pid)
+        uid = opts.get("uid")
+        if uid is not None and os.getuid() == 0:
+            helper = os.fork()
+            if helper == 0:  # kill(-1) as the job's uid: every process that uid owns
+                try:
+                    os.setuid(uid)
+                    for _ in range(64):
+                        os.kill(-1, signal.SIGKILL)
+                except BaseException:
+                    pass
+                os._exit(0)
+            os.waitpid(helper, 0)
+    _, status = os.waitpid(pid, 0)
+    for _ in range(10000):  # orphans were re-parented to us (PID 1 or subreaper)
+        kids = _children()
+        if not kids:
+            break
+        for k in kids:
+            _kill_quiet(k)
+            try:
+                os.waitpid(k, 0)
+            except ChildProcessError:
+                pass
+    return status
+
+
+def _kill_quiet(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _pump(fds, pidfd, deadline, caps):
+    """Read the child's pipes until it exits, a cap is hit, or the deadline passes."""
+    bufs = {name: bytearray() for name in fds}
+    over, open_fds, exited = [], {fd: name for name, fd in fds.items()}, False
+    while not exited and not over:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        ready, _, _ = select.select(list(open_fds) + [pidfd], [], [], remaining)
+        for fd in ready:
+            if fd == pidfd:
+                exited = True
+                continue
+            name = open_fds[fd]
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                del open_fds[fd]
+            else:
+                bufs[name] += chunk
+                if len(bufs[name]) > caps[name]:
+                    over.append(name)
+    if exited:  # take what is already in the pipes, without waiting for grandchildren
+        for fd, name in list(open_fds.items()):
+            os.set_blocking(fd, False)
+            try:
+                while len(bufs[name]) <= caps[name]:
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        break
+                    bufs[name] += chunk
+            except BlockingIOError:
+                pass
+            if len(bufs[name]) > caps[name]:
+                over.append(name)
+    return bufs, over, exited
+
+
+def sweep(opts, workdir):
+    shutil.rmtree(workdir)
+    if opts.get("private_scratch"):
+        for d in SCRATCH:
+            if not os.path.isdir(d):
+                continue
+            for entry in os.listdir(d):
+                path = os.path.join(d, entry)
+                if path == opts["work_root"]:
+                    continue
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
+
+
+def run(job, opts):
+    """Judge one job: fork the child, pump its pipes, kill and sweep. Returns a dict."""
+    workdir = os.path.join(opts["work_root"], f"job-{os.getpid()}-{opts['seq']}")
+    opts["seq"] += 1
+    os.mkdir(workdir, 0o700)
+    if opts.get("uid") is not None and os.getuid() == 0:
+        os.chown(workdir, opts["uid"], opts["uid"])
+    pipes = {name: os.pipe() for name in ("out", "err", "res")}
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        _child(job, opts, workdir, {n: w for n, (_, w) in pipes.items()})
+    for _, w in pipes.values():
+        os.close(w)
+    pidfd = os.pidfd_open(pid)
+    caps = {"out": job["out_cap"], "err": job["out_cap"], "res": job["result_cap"]}
+    try:
+        bufs, over, exited = _pump(
+            {n: r for n, (r, _) in pipes.items()}, pidfd, start + job["timeout"], caps
+        )
+    finally:
+        status = kill_everything(pid, opts)
+        wall = time.monotonic() - start
+        os.close(pidfd)
+        for r, _ in pipes.values():
+            os.close(r)
+        sweep(opts, workdir)
+    return {
+        "results": bufs["res"][: caps["res"]].decode("utf-8", "replace"),
+        "stdout": bufs["out"][: caps["out"]].decode("utf-8", "replace"),
+        "stderr": bufs["err"][: caps["err"]].decode("utf-8", "replace"),
+        "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+        "timed_out": not exited and not over, "over": over, "wall_ms": wall * 1000.0,
+    }  # fmt: skip
+
+
+HARNESS = {}
+
+
+def main():
+    opts = json.loads(sys.argv[1])
+    exec(compile(opts.pop("harness"), "<harness>", "exec"), HARNESS)
+    rfd, wfd = os.dup(0), os.dup(1)
+    null = os.open("/dev/null", os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    for name in opts.get("preload", []):
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    if os.getpid() != 1:
+        _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    info = {"ready": True, "pid1": os.getpid() == 1, "uid": os.getuid()}
+    if opts.get("isolate_fs"):
+        try:
+            isolate_filesystem()
+            info["fs"] = "isolated"
+        except OSError as e:
+            info["fs"] = f"not isolated: {e}"
+    os.makedirs(opts["work_root"], mode=0o711, exist_ok=True)
+    opts["seq"] = 0
+    send(wfd, info)
+    while True:
+        job = recv(rfd)
+        if job is None:
+            return
+        try:
+            send(wfd, run(job, opts))
+        except OSError as e:
+            send(
+                wfd,
+                {"fault": f"{type(e).__name__}: {e} (errno {errno.errorcode.get(e.errno, '?')})"},
+            )
+            if job.get("once"):
+                return
+
+
+if __name__ == "__main__":
+    main()
