@@ -19,6 +19,7 @@ import ast
 import hashlib
 import io
 import json
+import keyword
 import math
 import re
 import tokenize
@@ -30,6 +31,7 @@ import numpy as np
 from codeloop.schema import Task, Trajectory
 
 _WORD = re.compile(r"[A-Za-z_]+")
+_NUM = re.compile(r"\b\d+\b")
 
 
 def _h(s: str, dim: int) -> int:
@@ -64,6 +66,22 @@ def _structure(task: Task, code: str) -> list[str]:
     return feats
 
 
+def _pair_features(task: Task, toks: list[str]) -> list[str]:
+    """Task-conditional features: prompt words x code operators/keywords, numbers shared.
+
+    Why: a code-only model cannot tell ``* 6`` from ``* 7``; the pair ("multiplies", "*")
+    and "every number of the prompt appears in the code" can.
+    """
+    words = sorted({w.lower() for w in _WORD.findall(task.prompt) if len(w) > 2})[:40]
+    ops = sorted({t for t in toks if not t.isidentifier() or keyword.iskeyword(t)} - {"(", ")", ":", ","})
+    names = [f"x:{w}|{o}" for w in words for o in ops if not o[0].isdigit()]
+    p_nums, c_nums = set(_NUM.findall(task.prompt)), {t for t in toks if t[:1].isdigit()}
+    if p_nums:
+        names.append(f"num_cov:{int(4 * len(p_nums & c_nums) / len(p_nums))}")
+    names.append(f"num_extra:{min(len(c_nums - p_nums), 3)}")
+    return names
+
+
 def features(task: Task, code: str, dim: int) -> np.ndarray:
     """Sorted unique hashed feature indices of (task, code)."""
     toks = _code_tokens(code)
@@ -73,6 +91,7 @@ def features(task: Task, code: str, dim: int) -> np.ndarray:
     overlap = len(task_words & idents) / (len(task_words) or 1)
     names += [f"overlap:{min(int(overlap * 10), 10)}", "bias"]
     names += [f"s:{s}" for s in _structure(task, code)]
+    names += _pair_features(task, toks)
     return np.unique(np.array([_h(n, dim) for n in names], dtype=np.int64))
 
 
@@ -154,3 +173,38 @@ def train_critic(trajs: list[Trajectory], tasks_by_id: dict[str, Task], **kw) ->
     if not examples:
         raise ValueError("no scored trajectories to train the critic on")
     return Critic.fit(examples, **kw)
+
+
+_INT = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
+_OP_SWAPS = ((" * ", " + "), (" + ", " - "), (" - ", " + "), ("[:", "[1:"), ("[::-1]", ""))
+
+
+def mutants(reference: str) -> list[str]:
+    """Plausible wrong variants of a reference solution (off-by-one constant, swapped
+    operator, dropped line, identity, constant return, broken syntax).
+
+    Why: before any rollout exists a critic can be bootstrapped on reference solutions and
+    their mutants, and benchmarks need candidates of mixed quality. Labels still come from
+    the sandbox: a mutant that happens to pass is labelled as passing.
+    """
+    lines = reference.rstrip("\n").splitlines()
+    if not lines or not lines[0].startswith("def "):
+        return []
+    head, body = lines[0], lines[1:]
+    arg = head[head.index("(") + 1 : head.index(")")].split(",")[0].strip() or "None"
+    out = []
+    text = "\n".join(body)
+    m = _INT.search(text)
+    if m:
+        bumped = text[: m.start()] + str(int(m.group()) + 1) + text[m.end() :]
+        out.append("\n".join([head, bumped]))
+    for a, b in _OP_SWAPS:
+        if a in text:
+            out.append("\n".join([head, text.replace(a, b, 1)]))
+            break
+    if len(body) > 2:
+        out.append("\n".join([head, *body[:-2], body[-1]]))
+    out.append(f"{head}\n    return {arg}")
+    out.append(f"{head}\n    return 0")
+    out.append("\n".join([head.rstrip(":"), *body]))
+    return [c + "\n" for c in dict.fromkeys(out) if c + "\n" != reference]
