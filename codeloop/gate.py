@@ -8,7 +8,10 @@ decision carries every reason, passing ones included, so the morning reader sees
 
 from __future__ import annotations
 
+import re
+import shutil
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -89,3 +92,55 @@ def hacking_alarms(history_rows: list[dict[str, Any]], current: dict[str, Any]) 
         return []
     found = alarm_mod.check_alarms(history_rows, current)
     return [str(a) for a in found]
+
+
+_CHECKPOINT_RE = re.compile(
+    r"^(policy:\s*\n(?:[ \t]+.*\n|\s*\n)*?[ \t]+checkpoint:[ \t]*)(\S+)", re.M
+)
+
+
+def set_checkpoint(params_path: str | Path, checkpoint: str) -> str:
+    """Point policy.checkpoint at a new directory, keeping the file's comments; returns old."""
+    path = Path(params_path)
+    text = path.read_text()
+    m = _CHECKPOINT_RE.search(text)
+    if not m:
+        raise ValueError(f"{path}: no policy.checkpoint key to update")
+    path.write_text(text[: m.start(2)] + checkpoint + text[m.end(2) :])
+    return m.group(2)
+
+
+def promote(repo: str | Path, iteration: int, row: dict[str, Any], pass_rates: dict[str, float]):
+    """Copy models/candidate to models/iter-NNNN, `dvc add` it, point policy.checkpoint
+    at it, append the history row and merge pass rates. Returns the files to commit.
+
+    On any failure everything this step wrote is undone, so the last good iteration
+    stays exactly as it was.
+    """
+    from codeloop.history import (
+        ITERATIONS_CSV,
+        PASS_RATES_JSON,
+        append_iteration,
+        tag_for,
+        update_pass_rates,
+    )
+    from codeloop.rollback import dvc, git
+
+    repo = Path(repo)
+    tag = tag_for(iteration)
+    target = repo / "models" / tag
+    if target.exists() or (repo / f"models/{tag}.dvc").exists():
+        raise FileExistsError(f"{target}: already exists; iteration {iteration} was promoted")
+    try:
+        shutil.copytree(repo / "models/candidate", target)
+        dvc(repo, "add", f"models/{tag}")
+        set_checkpoint(repo / "params.yaml", f"models/{tag}")
+        append_iteration(row, repo / ITERATIONS_CSV)
+        update_pass_rates(pass_rates, repo / PASS_RATES_JSON)
+    except Exception:
+        shutil.rmtree(target, ignore_errors=True)
+        (repo / f"models/{tag}.dvc").unlink(missing_ok=True)
+        git(repo, "checkout", "HEAD", "--", "params.yaml", "history", check=False)
+        git(repo, "checkout", "HEAD", "--", "models/.gitignore", check=False)
+        raise
+    return [f"models/{tag}.dvc", "models/.gitignore", "params.yaml", "history"]

@@ -101,3 +101,84 @@ def publish_gate_artifacts(decision: dict[str, Any], alarms: list[str]) -> None:
     create_markdown_artifact(key="gate-decision", markdown="\n".join(lines))
     body = "\n".join(f"- {a}" for a in alarms) if alarms else "No hacking alarm raised."
     create_markdown_artifact(key="alarms", markdown=f"# Reward-hacking alarms\n\n{body}\n")
+
+
+class TransientError(RuntimeError):
+    """A failure worth retrying (remote unreachable, lock briefly held); nothing else is."""
+
+
+# Output fragments that mark a failure as transient rather than a bug in a stage.
+_TRANSIENT_MARKERS = (
+    "Connection refused",
+    "Connection reset",
+    "Temporary failure in name resolution",
+    "timed out",
+    "Unable to acquire lock",
+    "Resource temporarily unavailable",
+)
+
+
+def _transient_only(task, task_run, state) -> bool:
+    try:
+        state.result()
+    except TransientError:
+        return True
+    except Exception:
+        return False
+    return False
+
+
+def run_logged(cmd: list[str], cwd: str, what: str) -> str:
+    """Run a command, streaming each output line into the Prefect run log (the UI)."""
+    import subprocess
+
+    from prefect.logging import get_run_logger
+
+    from codeloop.rollback import _env
+
+    log = get_run_logger()
+    log.info("$ %s", " ".join(cmd))
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        log.info("%s", line.rstrip())
+    rc = proc.wait()
+    out = "".join(lines)
+    if rc != 0:
+        tail = "".join(lines[-30:])
+        if any(m in out for m in _TRANSIENT_MARKERS):
+            raise TransientError(f"{what} failed transiently (exit {rc}):\n{tail}")
+        raise RuntimeError(f"{what} failed (exit {rc}):\n{tail}")
+    return out
+
+
+@task(name="dvc-pull", retries=2, retry_delay_seconds=5, retry_condition_fn=_transient_only)
+def dvc_pull(repo: str) -> None:
+    from codeloop.rollback import dvc_cmd
+
+    try:
+        run_logged(dvc_cmd("pull", "--allow-missing"), repo, "dvc pull")
+    except RuntimeError as exc:  # a pull failure is the remote's, not the code's
+        raise TransientError(str(exc)) from exc
+
+
+@task(name="dvc-push", retries=2, retry_delay_seconds=5, retry_condition_fn=_transient_only)
+def dvc_push(repo: str) -> None:
+    from codeloop.rollback import dvc_cmd
+
+    try:
+        run_logged(dvc_cmd("push"), repo, "dvc push")
+    except RuntimeError as exc:
+        raise TransientError(str(exc)) from exc
+
+
+@task(retries=1, retry_delay_seconds=2, retry_condition_fn=_transient_only)
+def repro_stage(repo: str, stage: str) -> str:
+    """`dvc repro --single-item <stage>`: one stage, its logs in this task's log."""
+    from codeloop.rollback import dvc_cmd
+
+    return run_logged(dvc_cmd("repro", "--single-item", stage), repo, f"stage {stage}")

@@ -1,0 +1,167 @@
+"""The nightly run: pull, reproduce every stage, gate, promote, push, commit and tag.
+
+Run once:   ``python -m flows.nightly``            (in the repo root; no server needed)
+Serve:      ``python -m flows.nightly --serve``    (cron ``0 2 * * *``; needs a Prefect
+            server: ``prefect server start`` and ``PREFECT_API_URL`` pointing at it), or
+            ``prefect deploy --all`` with prefect.yaml and a process worker.
+
+Each dvc.yaml stage is one Prefect task (``repro-<stage>``) running ``dvc repro
+--single-item <stage>`` with its output streamed into the task's log. Transient
+failures (DVC remote, lock) are retried; deterministic ones are not. A workspace lock
+keeps two runs apart. If any stage fails or the gate refuses, the tracked files the run
+touched are restored and ``dvc checkout`` brings back the last good iteration's data:
+nothing is promoted, committed or tagged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prefect import flow, task
+from prefect.logging import get_run_logger
+
+from codeloop.config import load_params
+from codeloop.gate import decide, hacking_alarms, promote
+from codeloop.history import (
+    ITERATIONS_CSV,
+    make_row,
+    pass_rates_from_trajectories,
+    read_iterations,
+    tag_for,
+)
+from codeloop.io import read_json, read_trajectories
+from codeloop.rollback import dvc, git, require_clean, workspace_lock
+from tasks.ops import dvc_pull, dvc_push, publish_gate_artifacts, repro_stage
+
+PIPELINE = ("clean", "policy_init", "bucket", "rollout", "score", "train", "evaluate")
+# Tracked paths a night may modify; restored from HEAD when the night fails.
+TOUCHED = ("dvc.lock", "params.yaml", "metrics", "history", "models/.gitignore")
+
+
+def stage_order(repo: Path) -> list[str]:
+    """dvc.yaml's stages in pipeline order (known ones first, any others after)."""
+    stages = list((yaml.safe_load((repo / "dvc.yaml").read_text()) or {}).get("stages", {}))
+    return [s for s in PIPELINE if s in stages] + [s for s in stages if s not in PIPELINE]
+
+
+@task(name="gate")
+def gate(repo: str) -> dict[str, Any]:
+    """Recompute the gate from metrics/eval.json and history (same pure function)."""
+    base = Path(repo)
+    params = load_params(base / "params.yaml")
+    ev = read_json(base / "metrics/eval.json")
+    score = read_json(base / "metrics/score.json") if (base / "metrics/score.json").exists() else {}
+    manifest_path = base / "data/clean/manifest.json"
+    manifest = read_json(manifest_path) if manifest_path.exists() else {}
+    history = read_iterations(base / ITERATIONS_CSV)
+    row = make_row(
+        int(ev["iteration"]),
+        model_version=str(ev.get("model_version", "")),
+        dataset_version=str(manifest.get("dataset_version", "")),
+        reward_fn_version=params.reward.version,
+        eval_metrics=ev,
+        score_metrics=score,
+    )
+    alarms = hacking_alarms(history, row)
+    decision = decide(ev, history[-1] if history else None, params.evaluate.gate_tolerance, alarms)
+    get_run_logger().info("%s", decision.summary())
+    publish_gate_artifacts(decision.to_dict(), alarms)
+    return {"decision": decision.to_dict(), "row": row}
+
+
+@task(name="promote")
+def promote_task(repo: str, row: dict[str, Any]) -> list[str]:
+    base = Path(repo)
+    trajs = base / "data/trajectories"
+    rates = pass_rates_from_trajectories(read_trajectories(trajs)) if trajs.exists() else {}
+    return promote(base, int(row["iteration"]), row, rates)
+
+
+@task(name="commit-and-tag")
+def commit_and_tag(repo: str, files: list[str], row: dict[str, Any]) -> str:
+    tag = tag_for(int(row["iteration"]))
+    paths = [p for p in ("dvc.lock", "metrics", *files) if (Path(repo) / p).exists()]
+    git(repo, "add", "--", *paths)
+    p1 = ", ".join(f"{k}={v:.4f}" for k, v in row["pass_at_1"].items())
+    git(repo, "commit", "-q", "-m", f"{tag}: promote {row['model_version'][:12]} ({p1})")
+    git(repo, "tag", "-a", tag, "-m", f"codeloop iteration {row['iteration']}")
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def _restore(repo: str) -> None:
+    """Put back the last good iteration: tracked files from HEAD, data via dvc checkout."""
+    present = [p for p in TOUCHED if git(repo, "ls-files", "--", p).strip()]
+    if present:
+        git(repo, "checkout", "HEAD", "--", *present)
+    dvc(repo, "checkout", "--force")
+
+
+@flow(name="nightly")
+def nightly(repo: str = ".", pull: bool = True, push: bool = True) -> dict[str, Any]:
+    """One iteration: returns {"promoted": bool, "tag", "decision", "commit"}."""
+    log = get_run_logger()
+    repo = str(Path(repo).resolve())
+    with workspace_lock(repo):
+        require_clean(repo, "nightly run")
+        if pull:
+            dvc_pull(repo)
+        try:
+            for stage in stage_order(Path(repo)):
+                repro_stage.with_options(name=f"repro-{stage}")(repo, stage)
+            verdict = gate(repo)
+        except Exception:
+            log.error("a stage failed: restoring the last good iteration")
+            _restore(repo)
+            raise
+        row, decision = verdict["row"], verdict["decision"]
+        if not decision["promote"]:
+            log.warning("gate refused; last good iteration left untouched")
+            _restore(repo)
+            return {"promoted": False, "tag": "", "decision": decision, "commit": ""}
+        files = promote_task(repo, row)
+        if push:
+            try:
+                dvc_push(repo)
+            except Exception:
+                tag = tag_for(int(row["iteration"]))
+                shutil.rmtree(Path(repo) / "models" / tag, ignore_errors=True)
+                (Path(repo) / "models" / f"{tag}.dvc").unlink(missing_ok=True)
+                _restore(repo)
+                raise
+        commit = commit_and_tag(repo, files, row)
+        log.info("promoted %s at %s", tag_for(int(row["iteration"])), commit[:12])
+        return {
+            "promoted": True,
+            "tag": tag_for(int(row["iteration"])),
+            "decision": decision,
+            "commit": commit,
+        }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="codeloop nightly iteration")
+    ap.add_argument("--serve", action="store_true", help="serve on a cron schedule")
+    ap.add_argument("--cron", default="0 2 * * *", help="schedule when serving")
+    ap.add_argument("--no-pull", action="store_true")
+    ap.add_argument("--no-push", action="store_true")
+    args = ap.parse_args()
+    if args.serve:
+        nightly.serve(
+            name="nightly",
+            cron=args.cron,
+            parameters={
+                "repo": str(Path.cwd()),
+                "pull": not args.no_pull,
+                "push": not args.no_push,
+            },
+        )
+    else:
+        nightly(pull=not args.no_pull, push=not args.no_push)
+
+
+if __name__ == "__main__":
+    main()
