@@ -68,13 +68,30 @@ class CleanConfig(_Section):
     heldout_fraction: float = Field(
         0.15, ge=0, lt=1, description="Share of synthetic tasks held out as a frozen eval split."
     )
-    dedupe_threshold: float = Field(0.85, gt=0, le=1, description="MinHash LSH Jaccard threshold.")
+    dedupe_threshold: float = Field(
+        0.7,
+        gt=0,
+        le=1,
+        description="Near-dup threshold on the MinHash mean of prompt and code Jaccard (LSH).",
+    )
+    leak_threshold: float = Field(
+        0.5, gt=0, le=1, description="Leak if mean prompt/code Jaccard to a frozen task >= this."
+    )
+    leak_view_threshold: float = Field(
+        0.7, gt=0, le=1, description="Leak if prompt alone or code alone Jaccard >= this."
+    )
+    dedupe_workers: int = Field(2, ge=1, le=64, description="Processes computing MinHash.")
     num_perm: int = Field(128, ge=16, le=1024, description="MinHash permutations.")
     verify_runs: int = Field(3, ge=0, le=20, description="Runs of each reference (flakiness).")
     visible_fraction: float = Field(
         0.5, gt=0, le=1, description="Share of a task's tests that are visible (rest hidden)."
     )
     min_visible: int = Field(1, ge=1, description="Minimum visible tests per task.")
+
+
+class CurriculumStage(_Section):
+    until: int = Field(ge=0, description="Last iteration (inclusive) this stage applies to.")
+    proportions: list[float] = Field(description="Sampling share per bucket, easiest first.")
 
 
 class BucketConfig(_Section):
@@ -85,6 +102,17 @@ class BucketConfig(_Section):
     )
     tasks_per_iteration: int = Field(64, ge=1, description="Tasks the plan samples per iteration.")
     seed: int = Field(0, description="Seed of the sampling plan.")
+    curriculum: list[CurriculumStage] = Field(
+        default_factory=list,
+        description="Proportions per iteration range; the first stage with until >= "
+        "rollout.iteration applies, later iterations use bucket.proportions.",
+    )
+    pass_rate_weight: float = Field(
+        0.8,
+        ge=0,
+        le=1,
+        description="Weight of 1 - empirical pass rate vs the proxy score when history exists.",
+    )
 
 
 class SandboxConfig(_Section):
