@@ -199,6 +199,8 @@ def _str_list(rec: dict, name: str) -> list[str]:
 
 def _mbpp_task(rec: dict, row: int) -> Task:
     prompt = _require(rec, "text", "prompt")
+    if "code" not in rec:
+        raise _RowError("code", "missing field 'code'")
     code = rec.get("code") or ""
     if not isinstance(code, str) or not code.strip():
         raise _RowError("code", "empty solution")

@@ -1,0 +1,67 @@
+"""Vectorised MinHash equals datasketch's, and dedupe finds planted near-duplicates."""
+
+from __future__ import annotations
+
+import numpy as np
+from datasketch import MinHash
+
+from codeloop import minhash
+from codeloop.dedupe import exact_dedupe, near_dedupe, normalise_code
+from codeloop.schema import Task
+
+
+def test_batch_signatures_equal_datasketch_affine32_on_the_same_shingles():
+    docs = ["def f(a, b):\n    return a + b", "x = 1", "", "print('hello world') # hi"]
+    hashes, seg = minhash.shingle_hashes([minhash.code_tokens(d) for d in docs], 3)
+    sig = minhash.minhash_batch(hashes, seg, 128, seed=1)
+    bounds = list(seg) + [len(hashes)]
+    for d in range(len(docs)):
+        m = MinHash(num_perm=128, seed=1, hashfunc=lambda x: x, scheme="affine32")
+        m.update_batch([int(h) for h in hashes[bounds[d] : bounds[d + 1]]])
+        assert np.array_equal(m.hashvalues, sig[d])
+
+
+def test_renaming_and_reformatting_leave_the_code_signature_unchanged():
+    a = "def total(xs):\n    s = 0\n    for x in xs:\n        s += x\n    return (s);"
+    b = "def add_all(values):\n  acc = 0\n  for v in values:\n    acc += v\n  return acc"
+    sig = minhash.signatures([("sum a list", a), ("sum a list", b)], 64)
+    assert np.array_equal(sig[0], sig[1])
+
+
+def test_parallel_signatures_equal_serial_ones():
+    docs = [(f"task {i} adds {i % 7}", f"def f(x):\n    return x + {i}") for i in range(300)]
+    serial = minhash.signatures(docs, 64)
+    parallel = minhash.signatures_parallel(docs, 64, workers=2, batch=50)
+    assert np.array_equal(serial, parallel)
+
+
+def _task(tid: str, prompt: str, code: str) -> Task:
+    return Task(task_id=tid, source="t", prompt=prompt, entry_point="f", reference_solution=code,
+                visible_tests=["assert f(1) == 1"])  # fmt: skip
+
+
+def test_exact_dedupe_keeps_the_first_and_ignores_formatting_and_docstrings():
+    a = _task("a", "Reverse a string.", "def f(s):\n    return s[::-1]")
+    b = _task("b", "reverse a  string", 'def f(s):\n    """doc"""\n    return s[::-1]  # c')
+    res = exact_dedupe([a, b])
+    assert [t.task_id for t in res.kept] == ["a"]
+    assert res.dropped[0]["duplicate_of"] == "a"
+
+
+def test_near_dedupe_drops_an_edited_copy_and_names_the_kept_task():
+    code = "def f(xs):\n    out = []\n    for x in xs:\n        if x % 2 == 0:\n            out.append(x * x)\n    return out"  # noqa: E501
+    copy = code.replace("xs", "items").replace("out", "res").replace("    ", "  ")
+    a = _task("a", "Write a function to square the even numbers of a list.", code)
+    b = _task("b", "Write a python function to square the even numbers of a list.", copy)
+    c = _task(
+        "c",
+        "Write a function to parse a date string into a tuple.",
+        "def f(s):\n    return tuple(map(int, s.split('-')))",
+    )  # noqa: E501
+    res = near_dedupe([a, b, c], threshold=0.7, num_perm=128, workers=1)
+    assert [t.task_id for t in res.kept] == ["a", "c"]
+    assert res.clusters() == [{"representative": "a", "members": ["b"], "kinds": ["near"]}]
+
+
+def test_normalise_code_falls_back_to_text_for_unparsable_code():
+    assert normalise_code("def f(:\n   pass") == "def f(: pass"
