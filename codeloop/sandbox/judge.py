@@ -12,7 +12,7 @@ import signal
 from typing import Any
 
 from codeloop.sandbox.base import ExecJob, ExecResult, SandboxError, TestResult
-from codeloop.sandbox.split import Plan, evaluate_check, plan_test
+from codeloop.sandbox.split import Plan, evaluate_check, plan_test, shadowed_names
 from codeloop.sandbox.values import BadValue, decode, output_matches, short_repr
 
 RESULT_CAP = 8 * 2**20  # bytes of result lines a child may send back
@@ -20,7 +20,10 @@ _ERROR_STATUS = {"MemoryError": "memory_limit", "RecursionError": "runtime_error
 
 
 def plan_job(job: ExecJob) -> list[Plan]:
-    return [plan_test(t, job.io_style) for t in job.tests]
+    shadow = shadowed_names(
+        job.code, job.setup_code, job.entry_point + "=" if job.entry_point else ""
+    )
+    return [plan_test(t, job.io_style, shadow) for t in job.tests]
 
 
 def build_request(

@@ -89,6 +89,16 @@ class Zygote:
             return ""
         return f": {text}" if text else ""
 
+    def host_pid(self) -> int:
+        """PID (in our namespace) of the zygote itself, below a possible ``unshare``."""
+        pid = self.proc.pid
+        if self.info.get("pid1"):
+            try:
+                pid = int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
+            except (OSError, IndexError, ValueError):
+                pass
+        return pid
+
     def request(self, job: dict, timeout: float) -> dict:
         data = json.dumps(job).encode("utf-8", "surrogatepass")
         try:

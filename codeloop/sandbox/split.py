@@ -19,6 +19,7 @@ import decimal
 import fractions
 import json
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from types import CodeType
@@ -62,8 +63,10 @@ class Plan:
     expected_src: str = ""  # the trusted side of `hole == expected`, for messages
 
 
-def _is_trusted(node: ast.AST) -> bool:
+def _is_trusted(node: ast.AST, shadow: frozenset[str] = frozenset()) -> bool:
     for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and sub.id in shadow:
+            return False
         if not isinstance(sub, _TRUSTED_NODES):
             return False
         if isinstance(sub, ast.Name) and sub.id not in _SAFE_FUNCS and sub.id not in _SAFE_CONSTS:
@@ -75,14 +78,14 @@ def _is_trusted(node: ast.AST) -> bool:
                 return False
             if sub.attr.startswith("_"):
                 return False
-        if isinstance(sub, ast.Call) and not _is_safe_callee(sub.func):
+        if isinstance(sub, ast.Call) and not _is_safe_callee(sub.func, shadow):
             return False
     return True
 
 
-def _is_safe_callee(func: ast.AST) -> bool:
+def _is_safe_callee(func: ast.AST, shadow: frozenset[str]) -> bool:
     if isinstance(func, ast.Name):
-        return func.id in _SAFE_FUNCS
+        return func.id in _SAFE_FUNCS and func.id not in shadow
     return (
         isinstance(func, ast.Attribute)
         and isinstance(func.value, ast.Name)
@@ -92,7 +95,8 @@ def _is_safe_callee(func: ast.AST) -> bool:
 
 
 class _Splitter:
-    def __init__(self) -> None:
+    def __init__(self, shadow: frozenset[str]) -> None:
+        self.shadow = shadow
         self.holes: list[str] = []
         self.in_sandbox = False
 
@@ -103,7 +107,7 @@ class _Splitter:
 
     def visit(self, node: ast.expr) -> ast.expr:
         """Return a parent-side expression; untrusted parts replaced by hole names."""
-        if _is_trusted(node):
+        if _is_trusted(node, self.shadow):
             return node
         if isinstance(node, ast.BoolOp):
             return ast.BoolOp(op=node.op, values=[self.visit(v) for v in node.values])
@@ -112,24 +116,24 @@ class _Splitter:
         if isinstance(node, ast.Compare):
             return self._compare(node)
         kids: list[ast.expr] = []
-        if isinstance(node, ast.Call) and _is_safe_callee(node.func):
+        if isinstance(node, ast.Call) and _is_safe_callee(node.func, self.shadow):
             if any(isinstance(a, ast.Starred) for a in node.args):
                 return self.hole(node, merged=True)
             kids = list(node.args) + [k.value for k in node.keywords]
         elif isinstance(node, ast.BinOp) and isinstance(node.op, _HOLE_BINOPS):
             kids = [node.left, node.right]
-        elif isinstance(node, ast.Subscript) and _is_trusted(node.slice):
+        elif isinstance(node, ast.Subscript) and _is_trusted(node.slice, self.shadow):
             kids = [node.value]
         else:
             return self.hole(node, merged=False)
-        untrusted = [k for k in kids if not _is_trusted(k)]
+        untrusted = [k for k in kids if not _is_trusted(k, self.shadow)]
         if len(untrusted) > 1:
             return self.hole(node, merged=True)
         return _replace_child(node, untrusted[0], self.visit(untrusted[0]))
 
     def _compare(self, node: ast.Compare) -> ast.expr:
         operands = [node.left, *node.comparators]
-        if sum(not _is_trusted(o) for o in operands) > 1:
+        if sum(not _is_trusted(o, self.shadow) for o in operands) > 1:
             return self.hole(node, merged=True)
         new = [self.visit(o) for o in operands]
         pairs = []
@@ -163,8 +167,12 @@ def _replace_child(parent: ast.expr, old: ast.expr, new: ast.expr) -> ast.expr:
 
 
 @lru_cache(maxsize=65536)
-def plan_test(test: str, io_style: str = "function") -> Plan:
-    """Plan one test string (cached: rollouts judge the same tests thousands of times)."""
+def plan_test(test: str, io_style: str = "function", shadow: frozenset[str] = frozenset()) -> Plan:
+    """Plan one test string (cached: rollouts judge the same tests thousands of times).
+
+    ``shadow``: names the program or setup defines; a test's ``sum(...)`` then means the
+    program's function, not the builtin, and runs in the child.
+    """
     if io_style == "stdio":
         try:
             obj = json.loads(test)
@@ -184,13 +192,33 @@ def plan_test(test: str, io_style: str = "function") -> Plan:
     original = tree.body[0].test
     if isinstance(original, ast.Compare) and len(original.ops) == 1:
         left, right = original.left, original.comparators[0]
-        expected = ast.unparse(right if _is_trusted(right) else left)
-    splitter = _Splitter()
+        expected = ast.unparse(right if _is_trusted(right, shadow) else left)
+    splitter = _Splitter(shadow)
     expr = splitter.visit(original)
     code = compile(ast.fix_missing_locations(ast.Expression(body=expr)), "<check>", "eval")
     return Plan(
         "holes", test, tuple(splitter.holes), code, splitter.in_sandbox, expected_src=expected
     )
+
+
+_DEFINES = re.compile(
+    r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)|^(\w+)[ \t]*(?::[^=\n]*)?=(?!=)", re.M
+)
+_SHADOWABLE = frozenset(_SAFE_FUNCS) | frozenset(_SAFE_CONSTS) | frozenset(_SAFE_MODULES)
+
+
+def shadowed_names(*sources: str) -> frozenset[str]:
+    """Safe names a program redefines (over-approximated: it only makes more holes).
+
+    Imports are not counted: an imported ``isclose`` is the stdlib one the parent uses.
+    """
+    found: set[str] = set()
+    for src in sources:
+        if not src or not any(n in src for n in _SHADOWABLE):
+            continue
+        for m in _DEFINES.finditer(src):
+            found.update(re.findall(r"\w+", " ".join(g for g in m.groups() if g)))
+    return frozenset(found & _SHADOWABLE)
 
 
 _ENV: dict[str, Any] = {**_SAFE_FUNCS, **_SAFE_CONSTS, **_SAFE_MODULES, "_eq": values_equal}

