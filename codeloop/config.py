@@ -186,6 +186,9 @@ class TrainConfig(_Section):
     steps: int = Field(8, ge=0, description="Optimizer steps per iteration.")
     lr: float = Field(1e-4, gt=0, le=1.0, description="AdamW learning rate.")
     beta: float = Field(0.02, ge=0, description="KL (k3) coefficient to the reference policy.")
+    kl_ratio_correction: bool = Field(
+        True, description="Weight k3 by the importance ratio (TRL's use_bias_correction_kl)."
+    )
     epsilon_low: float = Field(0.2, ge=0, le=1, description="Lower PPO clip range.")
     epsilon_high: float = Field(0.2, ge=0, le=1, description="Upper PPO clip range.")
     loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = Field(

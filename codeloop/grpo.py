@@ -8,7 +8,9 @@ and ``_compute_loss``) so that ``bench/grpo_vs_trl.py`` can check them token for
   Bessel's correction as TRL's ``nanstd`` does.
 - ratio ``rho = exp(logp - old_logp)`` per token, surrogate
   ``-min(rho * A, clip(rho, 1 - eps_low, 1 + eps_high) * A)``, plus ``beta * k3`` with
-  ``k3 = exp(ref - logp) - (ref - logp) - 1`` (Schulman's unbiased, positive KL estimator).
+  ``k3 = exp(ref - logp) - (ref - logp) - 1`` (Schulman's unbiased, positive KL estimator),
+  multiplied by ``rho`` when ``kl_ratio_correction`` (TRL 1.16's default
+  ``use_bias_correction_kl``: the samples come from the old policy, DeepSeek-V3.2 eq. 8).
 - normalisation per ``loss_type``: "grpo" mean over each sequence's tokens then over
   sequences; "bnpo" mean over all tokens of the micro-batch; "dr_grpo" sum over
   ``B * max_completion_length``; "dapo" sum over the number of loss tokens in the whole
@@ -134,6 +136,7 @@ def grpo_loss(
     max_completion_length: int | None = None,
     num_items: float | torch.Tensor | None = None,
     accum_steps: int = 1,
+    kl_ratio_correction: bool = True,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped GRPO surrogate with k3 KL, normalised as TRL's ``loss_type`` does.
 
@@ -144,7 +147,8 @@ def grpo_loss(
     advantages: (B,) or (B, T). ``max_completion_length`` (dr_grpo) defaults to T.
     ``num_items`` (dapo) is the loss-token count of the whole accumulation window
     (default: this micro-batch's). ``accum_steps`` divides grpo/bnpo/dr_grpo as TRL does
-    under gradient accumulation. Returns (loss, stats): kl, ratio_mean, clip_ratio_low,
+    under gradient accumulation. ``kl_ratio_correction`` weights k3 by the ratio (TRL's
+    ``use_bias_correction_kl``, default on). Returns (loss, stats): kl, ratio_mean, clip_ratio_low,
     clip_ratio_high, clip_ratio_region (masked token means) and policy_loss.
     """
     if loss_type not in LOSS_TYPES:
@@ -164,6 +168,8 @@ def grpo_loss(
             raise ValueError("beta != 0 needs ref_logps")
         delta = ref_logps - logps  # (B, T)
         per_token_kl = torch.exp(delta) - delta - 1  # (B, T) k3 estimator, >= 0
+        if kl_ratio_correction:
+            per_token_kl = per_token_kl * coef_1  # (B, T) importance-weighted: unbiased gradient
         per_token_loss = per_token_loss + beta * per_token_kl
 
     masked = per_token_loss * mask  # (B, T)
