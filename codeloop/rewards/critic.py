@@ -73,7 +73,9 @@ def _pair_features(task: Task, toks: list[str]) -> list[str]:
     and "every number of the prompt appears in the code" can.
     """
     words = sorted({w.lower() for w in _WORD.findall(task.prompt) if len(w) > 2})[:40]
-    ops = sorted({t for t in toks if not t.isidentifier() or keyword.iskeyword(t)} - {"(", ")", ":", ","})
+    ops = sorted(
+        {t for t in toks if not t.isidentifier() or keyword.iskeyword(t)} - {"(", ")", ":", ","}
+    )
     names = [f"x:{w}|{o}" for w in words for o in ops if not o[0].isdigit()]
     p_nums, c_nums = set(_NUM.findall(task.prompt)), {t for t in toks if t[:1].isdigit()}
     if p_nums:
