@@ -82,14 +82,18 @@ def main() -> None:
         guided.append(float(np.dot(w / w.sum(), ys)))
         all_s += scores.tolist()
         all_y += ys
-    print(f"{len(jobs)} candidates over {len(tasks)} tasks labelled in {label_s:.1f}s; "
-          f"critic fit on {len(train)} in {fit_s:.2f}s")
+    print(
+        f"{len(jobs)} candidates over {len(tasks)} tasks labelled in {label_s:.1f}s; "
+        f"critic fit on {len(train)} in {fit_s:.2f}s"
+    )
     print(f"{'selection':34s} {'pass rate':>10s}")
     print(f"{'random pick (baseline)':34s} {np.mean(rand):10.3f}")
     print(f"{'critic top-1 (rerank)':34s} {np.mean(top1):10.3f}")
     print(f"{'critic softmax sampling T=' + str(args.temperature):34s} {np.mean(guided):10.3f}")
-    print(f"ratio critic top-1 / random: {np.mean(top1) / max(np.mean(rand), 1e-9):.2f}x; "
-          f"held-out AUC {_auc(all_s, all_y):.3f} (random 0.5)")
+    print(
+        f"ratio critic top-1 / random: {np.mean(top1) / max(np.mean(rand), 1e-9):.2f}x; "
+        f"held-out AUC {_auc(all_s, all_y):.3f} (random 0.5)"
+    )
 
 
 if __name__ == "__main__":
