@@ -18,6 +18,7 @@ import pytest
 
 from codeloop.config import SandboxConfig
 from codeloop.sandbox import ExecJob, make_executor
+from codeloop.sandbox.docker_backend import skip_without_docker_engine
 
 SECRET = "codeloop-hostile-secret-5d1e"
 HOST_MARK = Path("/work/main/.hostile-was-here")
@@ -86,10 +87,14 @@ CASES = {
 }  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def executor():
+@pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+def executor(request):
+    if request.param == "docker":
+        skip_without_docker_engine()
     os.environ["CODELOOP_TEST_SECRET"] = SECRET  # present in the parent: must not reach the child
-    ex = make_executor(SandboxConfig(backend="local", timeout_s=2.0, workers=1, memory_mb=256))
+    ex = make_executor(
+        SandboxConfig(backend=request.param, timeout_s=2.0, workers=1, memory_mb=256)
+    )
     ex.run(ExecJob(code="def f(x): return x", tests=["assert f(1) == 1"]))  # start the zygote
     yield ex
     ex.close()

