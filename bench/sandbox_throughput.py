@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from codeloop.config import SandboxConfig  # noqa: E402
 from codeloop.loaders import load_humaneval, load_mbpp  # noqa: E402
 from codeloop.sandbox import ExecJob, make_executor  # noqa: E402
+from codeloop.sandbox.pool import uid_for  # noqa: E402
 
 MBPP = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp.jsonl"
 WORKERS = 2
@@ -154,14 +155,12 @@ def leak_check(runs: int) -> None:
     """N runs in a row on local: processes, our fds and temp files must not grow."""
     ex = make_executor(SandboxConfig(backend="local", workers=WORKERS))
 
+    uids = {uid_for(slot) for slot in range(WORKERS)}
+
     def snapshot():
         kids = sum(len(Path(f"/proc/{z.host_pid()}/task/{z.host_pid()}/children").read_text().split())
                    for z in ex._zygotes.values())  # fmt: skip
-        ours = [
-            p
-            for p in os.listdir("/proc")
-            if p.isdigit() and _uid(p) in range(62000, 62000 + WORKERS)
-        ]
+        ours = [p for p in os.listdir("/proc") if p.isdigit() and _uid(p) in uids]
         return {"zygote_children": kids, "procs_of_job_uids": len(ours),
                 "parent_fds": len(os.listdir("/proc/self/fd")), "host_tmp_entries": len(os.listdir("/tmp"))}  # fmt: skip
 

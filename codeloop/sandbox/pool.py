@@ -32,6 +32,14 @@ ZYGOTE_SRC = (HERE / "zygote.py").read_text()
 HARNESS_SRC = (HERE / "harness.py").read_text()
 CHILD_PYTHON = os.environ.get("CODELOOP_SANDBOX_PYTHON", "/usr/bin/python3")
 UID_BASE = 62000  # one uid per worker slot: kill(-1) as that uid reaches only its own job
+
+
+def uid_for(slot: int) -> int:
+    """The uid a slot's children run as; offset by our pid so two executors on one host
+    (rollout and score, two test runs) rarely share a uid and its RLIMIT_NPROC count."""
+    return UID_BASE + (os.getpid() % 512) * 128 + slot % 128
+
+
 PRELOAD = ["collections", "math", "itertools", "functools", "re", "heapq", "bisect", "string",
            "operator", "typing", "copy", "random", "statistics", "datetime", "json",
            "decimal", "fractions", "array", "hashlib", "cmath", "textwrap", "unicodedata"]  # fmt: skip
@@ -46,7 +54,7 @@ def child_python() -> str:
 
 
 def zygote_opts(slot: int, work_root: str, **extra: Any) -> dict:
-    uid = UID_BASE + slot if os.geteuid() == 0 else None
+    uid = uid_for(slot) if os.geteuid() == 0 else None
     return {"harness": HARNESS_SRC, "uid": uid, "work_root": work_root, "preload": PRELOAD, **extra}
 
 
