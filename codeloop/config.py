@@ -41,9 +41,15 @@ class PolicyInitConfig(_Section):
     n_head: int = Field(4, ge=1, le=64, description="Attention heads per block.")
     n_embd: int = Field(128, ge=16, le=4096, description="Hidden size (divisible by n_head).")
     n_positions: int = Field(1024, ge=128, le=8192, description="Maximum context in tokens.")
-    sft_steps: int = Field(400, ge=0, description="SFT optimizer steps on reference solutions.")
-    sft_batch_size: int = Field(16, ge=1, description="SFT sequences per step.")
-    sft_lr: float = Field(2e-3, gt=0, le=1.0, description="SFT AdamW learning rate.")
+
+
+class SftConfig(_Section):
+    steps: int = Field(400, ge=0, description="SFT optimizer steps on reference solutions; 0 = copy.")
+    batch_size: int = Field(16, ge=1, description="SFT sequences per step.")
+    lr: float = Field(2e-3, gt=0, le=1.0, description="SFT AdamW peak learning rate.")
+    warmup_steps: int = Field(20, ge=0, description="Linear warmup steps before cosine decay.")
+    max_len: int = Field(512, ge=32, description="Longest SFT example in tokens (longer: skipped).")
+    seed: int = Field(0, description="Seed of SFT example order.")
 
 
 class SourceSpec(_Section):
@@ -237,6 +243,7 @@ class Params(_Section):
     policy_init: PolicyInitConfig = Field(
         default_factory=PolicyInitConfig, description="Embedded default policy."
     )
+    sft: SftConfig = Field(default_factory=SftConfig, description="SFT warm-start stage.")
     clean: CleanConfig = Field(default_factory=CleanConfig, description="Data cleaning stage.")
     bucket: BucketConfig = Field(default_factory=BucketConfig, description="Bucketing stage.")
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="Executor.")

@@ -1,0 +1,99 @@
+"""Prompt templates (all in one place) and code extraction from model text.
+
+An episode is one growing text; the model continues it after each marker:
+
+    <|task|>{task prompt}
+    Tests:
+    {visible tests, one per line}
+    <|code|>{generation 1}<|end|>
+    <|feedback|>{status, failing test, got/expected, error}
+    <|revise|>{generation 2}<|end|>
+    ...
+
+The embedded tokenizer has these markers as special tokens and <|end|> as EOS, so a
+completion stops by itself. A hub model sees the same text; it learns the format in SFT
+or through the fenced-block fallback of `extract_code`. Changing any template changes
+`PROMPT_TEMPLATE_VERSION` (stamped into every trajectory).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from codeloop.schema import Task
+
+PROMPT_TEMPLATE_VERSION = "cl-v1"
+
+TASK = "<|task|>"
+CODE = "<|code|>"
+END = "<|end|>"
+FEEDBACK = "<|feedback|>"
+REVISE = "<|revise|>"
+PAD = "<|pad|>"
+SPECIAL_TOKENS = (PAD, TASK, CODE, END, FEEDBACK, REVISE)
+
+MAX_FEEDBACK_CHARS = 400  # keeps multi-turn episodes inside the context window
+
+
+def task_prompt(task: Task, max_tests: int = 3) -> str:
+    """The first-turn prompt: task text, a few visible tests, then the code marker."""
+    tests = "\n".join(task.visible_tests[:max_tests])
+    head = f"{TASK}{task.prompt.strip()}\n"
+    if tests:
+        head += f"Tests:\n{tests}\n"
+    return head + CODE
+
+
+def completion_text(code: str) -> str:
+    """What the model should produce after a code/revise marker (used by SFT)."""
+    return code.rstrip() + "\n" + END
+
+
+def feedback_text(
+    status: str, failing_test: str = "", got: str = "", error: str = "", stderr: str = ""
+) -> str:
+    """Environment feedback after a failed run, ending with the revise marker.
+
+    Only visible information goes here: the status, the failing *visible* test, the
+    value our code returned for it and the error message.
+    """
+    lines = [f"status: {status}"]
+    if failing_test:
+        lines.append(f"failing test: {failing_test}")
+    if got:
+        lines.append(f"got: {got}")
+    if error:
+        lines.append(f"error: {error}")
+    elif stderr:
+        lines.append(f"stderr: {stderr.strip().splitlines()[-1] if stderr.strip() else ''}")
+    body = "\n".join(lines)[:MAX_FEEDBACK_CHARS]
+    return f"\n{FEEDBACK}{body}\n{REVISE}"
+
+
+_FENCE = re.compile(r"```[ \t]*(?:python|py|Python)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
+
+
+def extract_code(text: str) -> str:
+    """Code from a model completion: the first fenced block with a def, else raw text.
+
+    Raw text is cut at the end marker and trimmed to its longest prefix that parses, so
+    a truncated trailing line does not turn an otherwise correct answer into a syntax
+    error. Returns "" when nothing code-like is there (terminal reason no_code).
+    """
+    text = text.split(END, 1)[0]
+    blocks = [b for b in _FENCE.findall(text) if b.strip()]
+    if blocks:
+        with_def = [b for b in blocks if "def " in b]
+        return (with_def or blocks)[0].strip("\n") + "\n"
+    lines = text.strip("\n").splitlines()
+    if not lines:
+        return ""
+    for cut in range(len(lines), 0, -1):
+        cand = "\n".join(lines[:cut]).rstrip() + "\n"
+        try:
+            ast.parse(cand)
+        except SyntaxError:
+            continue
+        return cand if cand.strip() else ""
+    return "\n".join(lines).rstrip() + "\n"  # not parseable at all: the sandbox says why
