@@ -94,20 +94,26 @@ def hacking_alarms(history_rows: list[dict[str, Any]], current: dict[str, Any]) 
     return [str(a) for a in found]
 
 
-_CHECKPOINT_RE = re.compile(
-    r"^(policy:\s*\n(?:[ \t]+.*\n|\s*\n)*?[ \t]+checkpoint:[ \t]*)(\S+)", re.M
-)
+def set_param(params_path: str | Path, section: str, key: str, value: str) -> str:
+    """Set one top-level ``section.key`` scalar in params.yaml in place, keeping the
+    file's comments and layout (a yaml round trip would drop them); returns the old value.
+    """
+    path = Path(params_path)
+    text = path.read_text()
+    pattern = re.compile(
+        rf"^({re.escape(section)}:\s*\n(?:[ \t]+.*\n|\s*\n)*?[ \t]+{re.escape(key)}:[ \t]*)(\S+)",
+        re.M,
+    )
+    m = pattern.search(text)
+    if not m:
+        raise ValueError(f"{path}: no {section}.{key} key to update")
+    path.write_text(text[: m.start(2)] + value + text[m.end(2) :])
+    return m.group(2)
 
 
 def set_checkpoint(params_path: str | Path, checkpoint: str) -> str:
     """Point policy.checkpoint at a new directory, keeping the file's comments; returns old."""
-    path = Path(params_path)
-    text = path.read_text()
-    m = _CHECKPOINT_RE.search(text)
-    if not m:
-        raise ValueError(f"{path}: no policy.checkpoint key to update")
-    path.write_text(text[: m.start(2)] + checkpoint + text[m.end(2) :])
-    return m.group(2)
+    return set_param(params_path, "policy", "checkpoint", checkpoint)
 
 
 def promote(repo: str | Path, iteration: int, row: dict[str, Any], pass_rates: dict[str, float]):

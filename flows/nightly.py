@@ -11,6 +11,15 @@ failures (DVC remote, lock) are retried; deterministic ones are not. A workspace
 keeps two runs apart. If any stage fails or the gate refuses, the tracked files the run
 touched are restored and ``dvc checkout`` brings back the last good iteration's data:
 nothing is promoted, committed or tagged.
+
+Before the stages run, ``rollout.iteration`` (the bucket plan's and the sampling seed
+stream's position) is set to the next *night* number: one more than the committed value,
+the last promoted iteration and the last night tried in this workspace (remembered in
+``.dvc/tmp/codeloop-nights.json``, untracked). A refused night's params edit is undone
+like everything else, but the next night still samples anew instead of rebuilding the
+identical, already refused candidate. Tags ``iter-NNNN`` count promotions, so after a
+refusal ``rollout.iteration`` runs ahead of the tag number; the promoted commit's
+params.yaml records the value that was used.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from codeloop.config import load_params
-from codeloop.gate import decide, hacking_alarms, promote
+from codeloop.gate import decide, hacking_alarms, promote, set_param
 from codeloop.history import (
     ITERATIONS_CSV,
     make_row,
@@ -33,19 +42,47 @@ from codeloop.history import (
     read_iterations,
     tag_for,
 )
-from codeloop.io import read_json, read_trajectories
+from codeloop.io import read_json, read_trajectories, write_json
 from codeloop.rollback import dvc, git, require_clean, workspace_lock
 from tasks.ops import dvc_pull, dvc_push, publish_gate_artifacts, repro_stage
 
 PIPELINE = ("clean", "policy_init", "bucket", "rollout", "score", "train", "evaluate")
 # Tracked paths a night may modify; restored from HEAD when the night fails.
 TOUCHED = ("dvc.lock", "params.yaml", "metrics", "history", "models/.gitignore")
+# Untracked memory of the last night tried here (survives the restore of a refused night).
+NIGHTS_STATE = Path(".dvc/tmp/codeloop-nights.json")
 
 
 def stage_order(repo: Path) -> list[str]:
     """dvc.yaml's stages in pipeline order (known ones first, any others after)."""
     stages = list((yaml.safe_load((repo / "dvc.yaml").read_text()) or {}).get("stages", {}))
     return [s for s in PIPELINE if s in stages] + [s for s in stages if s not in PIPELINE]
+
+
+def next_night(repo: Path) -> int | None:
+    """The rollout.iteration tonight uses; None when params.yaml has no such key."""
+    rollout = (yaml.safe_load((repo / "params.yaml").read_text()) or {}).get("rollout") or {}
+    if "iteration" not in rollout:
+        return None
+    state = repo / NIGHTS_STATE
+    tried = int(read_json(state).get("last_rollout_iteration", 0)) if state.exists() else 0
+    last = read_iterations(repo / ITERATIONS_CSV)
+    promoted = int(last[-1]["iteration"]) if last else 0
+    return max(int(rollout["iteration"]), tried, promoted) + 1
+
+
+@task(name="bump-iteration")
+def bump_iteration(repo: str) -> int | None:
+    """Set rollout.iteration to the next night number so tonight samples anew."""
+    base = Path(repo)
+    night = next_night(base)
+    if night is None:
+        get_run_logger().warning("params.yaml has no rollout.iteration: nothing to bump")
+        return None
+    old = set_param(base / "params.yaml", "rollout", "iteration", str(night))
+    write_json(base / NIGHTS_STATE, {"last_rollout_iteration": night})
+    get_run_logger().info("rollout.iteration %s -> %d", old, night)
+    return night
 
 
 @task(name="gate")
@@ -97,12 +134,26 @@ def _restore(repo: str) -> None:
     present = [p for p in TOUCHED if git(repo, "ls-files", "--", p).strip()]
     if present:
         git(repo, "checkout", "HEAD", "--", *present)
+    if "dvc.lock" not in present:
+        # Nothing was ever reproduced and committed: there is no good data to bring
+        # back, and tonight's partial dvc.lock must not pass for one.
+        (Path(repo) / "dvc.lock").unlink(missing_ok=True)
+        return
     dvc(repo, "checkout", "--force")
+
+
+def _restore_after_failure(repo: str, log: Any) -> None:
+    """Restore, but never let a restore error hide the failure that caused it."""
+    try:
+        _restore(repo)
+    except Exception as exc:  # logged loudly; the stage's own error is re-raised
+        log.error("restoring the last good iteration failed too: %s", exc)
 
 
 @flow(name="nightly")
 def nightly(repo: str = ".", pull: bool = True, push: bool = True) -> dict[str, Any]:
-    """One iteration: returns {"promoted": bool, "tag", "decision", "commit"}."""
+    """One iteration: returns {"promoted", "tag", "decision", "commit", "candidate"
+    (its model_version), "rollout_iteration" (the night number used)}."""
     log = get_run_logger()
     repo = str(Path(repo).resolve())
     with workspace_lock(repo):
@@ -110,18 +161,26 @@ def nightly(repo: str = ".", pull: bool = True, push: bool = True) -> dict[str, 
         if pull:
             dvc_pull(repo)
         try:
+            night = bump_iteration(repo)
             for stage in stage_order(Path(repo)):
                 repro_stage.with_options(name=f"repro-{stage}")(repo, stage)
             verdict = gate(repo)
         except Exception:
             log.error("a stage failed: restoring the last good iteration")
-            _restore(repo)
+            _restore_after_failure(repo, log)
             raise
         row, decision = verdict["row"], verdict["decision"]
         if not decision["promote"]:
             log.warning("gate refused; last good iteration left untouched")
             _restore(repo)
-            return {"promoted": False, "tag": "", "decision": decision, "commit": ""}
+            return {
+                "promoted": False,
+                "tag": "",
+                "decision": decision,
+                "commit": "",
+                "candidate": row["model_version"],
+                "rollout_iteration": night,
+            }
         files = promote_task(repo, row)
         if push:
             try:
@@ -130,7 +189,7 @@ def nightly(repo: str = ".", pull: bool = True, push: bool = True) -> dict[str, 
                 tag = tag_for(int(row["iteration"]))
                 shutil.rmtree(Path(repo) / "models" / tag, ignore_errors=True)
                 (Path(repo) / "models" / f"{tag}.dvc").unlink(missing_ok=True)
-                _restore(repo)
+                _restore_after_failure(repo, log)
                 raise
         commit = commit_and_tag(repo, files, row)
         log.info("promoted %s at %s", tag_for(int(row["iteration"])), commit[:12])
@@ -139,6 +198,8 @@ def nightly(repo: str = ".", pull: bool = True, push: bool = True) -> dict[str, 
             "tag": tag_for(int(row["iteration"])),
             "decision": decision,
             "commit": commit,
+            "candidate": row["model_version"],
+            "rollout_iteration": night,
         }
 
 
