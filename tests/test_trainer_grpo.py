@@ -1,0 +1,197 @@
+"""The GRPO trainer on a tiny real GPT-2 (codeloop.trainer)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from codeloop.config import TrainConfig
+from codeloop.generator import generate_tasks
+from codeloop.policy import VERSION_FILE, Policy, checkpoint_hash, train_tokenizer
+from codeloop.schema import Trajectory, TrajectoryMetadata
+from codeloop.trainer import collate, select_trajectories, train_grpo
+
+PROMPT = "<|task|>Write f(x) returning x plus one.\n<|code|>"
+GOOD = "def f(x):\n    return x + 1\n<|end|>"
+BAD = "def f(x):\n    return x\n<|end|>"
+FEEDBACK = "\n<|feedback|>status: failed\n<|revise|>"
+
+
+def make_tiny_policy(out: Path) -> Path:
+    """A 1-layer GPT-2 with the embedded tokenizer, saved as a real checkpoint in out."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tok = train_tokenizer(generate_tasks(30, seed=1), vocab_size=400)
+    torch.manual_seed(0)
+    cfg = GPT2Config(
+        vocab_size=len(tok),
+        n_positions=256,
+        n_embd=32,
+        n_layer=1,
+        n_head=2,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    Policy(GPT2LMHeadModel(cfg), tok, name="tiny").save(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_policy_dir(tmp_path_factory) -> Path:
+    return make_tiny_policy(tmp_path_factory.mktemp("tiny-policy"))
+
+
+def _logps(policy: Policy, ids: list[int], temperature: float) -> list[float]:
+    """The sampler's view: log_softmax(logits / T) of each token given its prefix."""
+    with torch.no_grad():
+        logits = policy.model(input_ids=torch.tensor([ids])).logits[0, :-1] / temperature
+    lp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids[1:]).unsqueeze(-1))
+    return [0.0] + lp.squeeze(-1).tolist()
+
+
+def _episode(policy, key, turns, reward, temperature=1.0, tid="t") -> Trajectory:
+    """Prompt, then (generated, feedback) turns; loss_mask 1 on generated text only."""
+    ids, mask = policy.encode(PROMPT), []
+    mask = [0] * len(ids)
+    for gen, fb in turns:
+        g = policy.encode(gen)
+        ids, mask = ids + g, mask + [1] * len(g)
+        if fb:
+            f = policy.encode(fb)
+            ids, mask = ids + f, mask + [0] * len(f)
+    lps = _logps(policy, ids, temperature)
+    return Trajectory(
+        trajectory_id=tid,
+        task_id=key,
+        prompt_key=key,
+        prompt=PROMPT,
+        reward=reward,
+        metadata=TrajectoryMetadata(temperature=temperature),
+        token_ids=ids,
+        loss_mask=mask,
+        sample_logprobs=[lp if m else 0.0 for lp, m in zip(lps, mask, strict=True)],
+    )
+
+
+def _group(policy, key="k", temperature=1.0):
+    return [
+        _episode(policy, key, [(GOOD, "")], 1.0, temperature, f"{key}-0"),
+        _episode(policy, key, [(GOOD, "")], 1.0, temperature, f"{key}-1"),
+        _episode(policy, key, [(BAD, FEEDBACK), (BAD, "")], 0.0, temperature, f"{key}-2"),
+        _episode(policy, key, [(BAD, "")], 0.0, temperature, f"{key}-3"),
+    ]
+
+
+def _cfg(**kw) -> TrainConfig:
+    base = {"steps": 2, "lr": 1e-3, "micro_batch_size": 2, "grad_accum": 2, "beta": 0.02}
+    return TrainConfig(**{**base, **kw})
+
+
+def _seq_logp(policy: Policy, text: str) -> float:
+    ids = policy.encode(PROMPT + text)
+    n = len(policy.encode(PROMPT))
+    return sum(_logps(policy, ids, 1.0)[n:])
+
+
+def test_trainer_writes_a_candidate_whose_version_is_its_content_hash(tiny_policy_dir, tmp_path):
+    policy = Policy.load(tiny_policy_dir)
+    out = tmp_path / "candidate"
+    m = train_grpo(tiny_policy_dir, _group(policy), _cfg(), out)
+    assert (out / VERSION_FILE).read_text().strip() == m["model_version"] == checkpoint_hash(out)
+    assert m["model_version"] != m["policy_version"]
+
+
+def test_trainer_logs_the_documented_metrics(tiny_policy_dir, tmp_path):
+    policy = Policy.load(tiny_policy_dir)
+    m = train_grpo(tiny_policy_dir, _group(policy), _cfg(), tmp_path / "c")
+    for key in (
+        "loss", "kl", "entropy", "clip_ratio_low", "clip_ratio_high", "clip_ratio_region",
+        "completion_length_mean", "reward_mean", "reward_std", "frac_reward_zero_std",
+    ):  # fmt: skip
+        assert key in m, key
+    assert m["steps"] == len(m["history"]) == 2
+    assert m["reward_mean"] == pytest.approx(0.5)
+
+
+def test_sampler_logprobs_match_the_trainer_at_the_first_step(tiny_policy_dir, tmp_path):
+    policy = Policy.load(tiny_policy_dir)
+    m = train_grpo(tiny_policy_dir, _group(policy, temperature=0.7), _cfg(), tmp_path / "c")
+    # Temperature, shift and masking agree: the first ratio is 1 and nothing is clipped.
+    assert m["ratio_mean_first_step"] == pytest.approx(1.0, abs=1e-4)
+    assert m["history"][0]["clip_ratio_region"] == 0.0
+
+
+def test_training_raises_the_likelihood_of_the_rewarded_completion(tiny_policy_dir, tmp_path):
+    before = Policy.load(tiny_policy_dir)
+    trajs = _group(before, "a") + _group(before, "b")
+    out = tmp_path / "c"
+    train_grpo(tiny_policy_dir, trajs, _cfg(steps=6, beta=0.0), out)
+    after = Policy.load(out)
+    gap_before = _seq_logp(before, GOOD) - _seq_logp(before, BAD)
+    gap_after = _seq_logp(after, GOOD) - _seq_logp(after, BAD)
+    assert gap_after > gap_before + 0.5
+
+
+def test_infra_error_trajectories_are_excluded_and_counted(tiny_policy_dir, tmp_path):
+    policy = Policy.load(tiny_policy_dir)
+    trajs = _group(policy)
+    trajs[0] = replace(trajs[0], infra_error="sandbox crashed", reward=0.0)
+    m = train_grpo(tiny_policy_dir, trajs, _cfg(), tmp_path / "c")
+    assert m["excluded"] == {"infra_error": 1}
+    assert m["n_used"] == 3
+
+
+def test_tied_groups_are_counted_and_left_out_of_the_update(tiny_policy_dir, tmp_path):
+    policy = Policy.load(tiny_policy_dir)
+    tied = [replace(t, reward=0.0) for t in _group(policy, "tied")]
+    m = train_grpo(tiny_policy_dir, _group(policy, "live") + tied, _cfg(), tmp_path / "c")
+    assert m["frac_reward_zero_std"] == 0.5
+    assert m["n_in_update"] == 4
+
+
+def test_an_all_tied_batch_leaves_the_policy_unchanged(tiny_policy_dir, tmp_path):
+    policy = Policy.load(tiny_policy_dir)
+    tied = [replace(t, reward=1.0) for t in _group(policy)]
+    m = train_grpo(tiny_policy_dir, tied, _cfg(), tmp_path / "c")
+    assert m["steps"] == 0
+    after = Policy.load(tmp_path / "c").model.state_dict()
+    for name, tensor in policy.model.state_dict().items():
+        assert torch.equal(after[name], tensor), name
+
+
+def test_environment_feedback_tokens_carry_no_loss(tiny_policy_dir):
+    policy = Policy.load(tiny_policy_dir)
+    t = _episode(policy, "k", [(BAD, FEEDBACK), (GOOD, "")], 1.0)
+    mb = collate([t], pad_id=0)
+    n_fb = len(policy.encode(FEEDBACK))
+    start = len(policy.encode(PROMPT)) + len(policy.encode(BAD))
+    # targets are shifted by one: feedback token j sits at column j-1
+    assert mb["mask"][0, start - 1 : start - 1 + n_fb].sum() == 0
+    assert mb["mask"][0].sum() == len(policy.encode(BAD)) + len(policy.encode(GOOD))
+
+
+def test_a_corrupt_row_is_refused_naming_the_trajectory_and_field(tiny_policy_dir):
+    policy = Policy.load(tiny_policy_dir)
+    t = _group(policy)[0]
+    t = replace(t, trajectory_id="traj-42", sample_logprobs=t.sample_logprobs[:-1])
+    with pytest.raises(ValueError, match="traj-42.*sample_logprobs"):
+        select_trajectories([t], max_len=256)
+
+
+def test_checkpoints_are_written_every_n_steps(tiny_policy_dir, tmp_path):
+    policy = Policy.load(tiny_policy_dir)
+    out = tmp_path / "c"
+    m = train_grpo(tiny_policy_dir, _group(policy), _cfg(steps=3, checkpoint_every=1), out)
+    ckpts = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert ckpts == ["step-00001", "step-00002"]
+    assert m["history"][0]["checkpoint"] == checkpoint_hash(out / "checkpoints" / "step-00001")
+
+
+def test_a_foreign_output_directory_is_not_overwritten(tiny_policy_dir, tmp_path):
+    policy = Policy.load(tiny_policy_dir)
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="not overwriting"):
+        train_grpo(tiny_policy_dir, _group(policy), _cfg(), tmp_path)
