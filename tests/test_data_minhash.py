@@ -65,3 +65,18 @@ def test_near_dedupe_drops_an_edited_copy_and_names_the_kept_task():
 
 def test_normalise_code_falls_back_to_text_for_unparsable_code():
     assert normalise_code("def f(:\n   pass") == "def f(: pass"
+
+
+def test_numpy_banding_finds_the_same_duplicates_as_datasketch_lsh():
+    from codeloop.dedupe import banded_near_duplicates, greedy_near_duplicates
+
+    rng = np.random.default_rng(0)
+    docs = []
+    for i in range(400):
+        words = " ".join(f"w{x}" for x in rng.integers(0, 5000, 12))
+        docs.append((words, f"def f(a):\n    return a * {i} + {int(rng.integers(1000))}"))
+    docs += [(p + " please", c.replace("    ", "  ")) for p, c in docs[:40]]
+    sig = minhash.signatures(docs, 128)
+    ours = banded_near_duplicates(sig, 0.7, 128)
+    assert ours == greedy_near_duplicates(sig, 0.7, 128)
+    assert set(ours) == set(range(400, 440))
