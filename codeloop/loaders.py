@@ -49,10 +49,10 @@ class _RowError(ValueError):
 
 def _require(rec: dict, *names: str) -> Any:
     """The first of ``names`` present and non-empty in rec, or _RowError naming it."""
-    for n in names:
-        if rec.get(n) not in (None, "", []):
-            return rec[n]
-    raise _RowError(names[0], f"missing field {names[0]!r}")
+    found = [rec[n] for n in names if rec.get(n) not in (None, "", [])]
+    if not found:
+        raise _RowError(names[0], f"missing field {names[0]!r}")
+    return found[0]
 
 
 def _load_file(path: str, source: str, convert) -> LoadResult:
@@ -190,8 +190,7 @@ def _entry_point(code: str, tests: list[str]) -> str:
 
 def _str_list(rec: dict, name: str) -> list[str]:
     value = rec.get(name) or []
-    if isinstance(value, str):
-        value = [value]
+    value = [value] if isinstance(value, str) else value
     if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
         raise _RowError(name, f"{name} must be a list of strings")
     return list(value)
@@ -235,12 +234,10 @@ def load_mbpp(path: str) -> LoadResult:
 
 
 def _maybe_json(value: Any, name: str) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value) if value.strip() else None
-        except json.JSONDecodeError as exc:
-            raise _RowError(name, f"{name} is not valid JSON: {exc}") from None
-    return value
+    try:
+        return (json.loads(value) if value.strip() else None) if isinstance(value, str) else value
+    except json.JSONDecodeError as exc:
+        raise _RowError(name, f"{name} is not valid JSON: {exc}") from None
 
 
 def _as_text(v: Any) -> str:
