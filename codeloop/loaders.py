@@ -80,9 +80,6 @@ def _load_file(path: str, source: str, convert) -> LoadResult:
     return res
 
 
-# ---------------------------------------------------------------- HumanEval
-
-
 class _Rename(ast.NodeTransformer):
     def __init__(self, old: str, new: str):
         self.old, self.new = old, new
@@ -156,9 +153,6 @@ def load_humaneval(path: str | None = None) -> LoadResult:
     return _load_file(str(path), "humaneval", _humaneval_task)
 
 
-# ---------------------------------------------------------------- MBPP
-
-
 def _called_names(test: str) -> list[str]:
     try:
         tree = ast.parse(test)
@@ -228,9 +222,6 @@ def _mbpp_task(rec: dict, row: int) -> Task:
 def load_mbpp(path: str) -> LoadResult:
     """MBPP jsonl (original fields text/code/test_list or sanitized prompt/test_imports)."""
     return _load_file(str(path), "mbpp", _mbpp_task)
-
-
-# ---------------------------------------------------------------- APPS / TACO / CodeContests
 
 
 def _maybe_json(value: Any, name: str) -> Any:
@@ -317,9 +308,6 @@ def _contest_task(rec: dict, row: int) -> Task:
 def load_apps(path: str) -> LoadResult:
     """APPS / TACO / CodeContests style rows (json, jsonl or parquet)."""
     return _load_file(str(path), "apps", _contest_task)
-
-
-# ---------------------------------------------------------------- canonical + dispatch
 
 
 def _canonical_task(rec: dict, row: int) -> Task:
