@@ -36,7 +36,7 @@ SPECIAL_TOKENS = (PAD, TASK, CODE, END, FEEDBACK, REVISE)
 MAX_FEEDBACK_CHARS = 400  # keeps multi-turn episodes inside the context window
 
 
-def task_prompt(task: Task, max_tests: int = 3) -> str:
+def task_prompt(task: Task, max_tests: int = 2) -> str:
     """The first-turn prompt: task text, a few visible tests, then the code marker."""
     tests = "\n".join(task.visible_tests[:max_tests])
     head = f"{TASK}{task.prompt.strip()}\n"
