@@ -189,7 +189,8 @@ def clean_tasks(params, executor) -> dict[str, Any]:
     dropped += [{"task_id": lk["task_id"], "reason": "leak", "match": lk} for lk in leaks]
     tasks = [t for t in tasks if t.task_id not in leaked]
     exact = exact_dedupe(tasks)
-    near = near_dedupe(exact.kept, cfg.dedupe_threshold, cfg.num_perm, cfg.dedupe_workers)
+    near = near_dedupe(exact.kept, cfg.dedupe_threshold, cfg.num_perm, cfg.dedupe_workers,
+                       cfg.dedupe_prompt_floor, cfg.dedupe_lsh_threshold)  # fmt: skip
     dropped += [{**d, "reason": "exact_duplicate"} for d in exact.dropped]
     dropped += [{**d, "reason": "near_duplicate"} for d in near.dropped]
     kept, failed = verify(near.kept, executor, cfg.verify_runs)

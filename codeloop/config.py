@@ -75,10 +75,17 @@ class CleanConfig(_Section):
         0.15, ge=0, lt=1, description="Share of synthetic tasks held out as a frozen eval split."
     )
     dedupe_threshold: float = Field(
-        0.7,
+        0.9,
         gt=0,
         le=1,
-        description="Near-dup threshold on the MinHash mean of prompt and code Jaccard (LSH).",
+        description="Near-dup if no number/contrast word differs and the mean of the prompt-"
+        "word and canonical-code Jaccard (exact, on LSH candidates) >= this.",
+    )
+    dedupe_prompt_floor: float = Field(
+        0.5, ge=0, le=1, description="Near-dup if canonical code is equal and prompt words >= this."
+    )
+    dedupe_lsh_threshold: float = Field(
+        0.5, gt=0, le=1, description="LSH banding target (MinHash mean) proposing candidates."
     )
     leak_threshold: float = Field(
         0.5, gt=0, le=1, description="Leak if mean prompt/code Jaccard to a frozen task >= this."

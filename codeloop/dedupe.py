@@ -1,11 +1,14 @@
 """Exact and near-duplicate removal over canonical tasks.
 
 Exact: sha256 of the normalised prompt plus the normalised AST of the reference
-solution (docstrings dropped, formatting and comments irrelevant). Near: MinHash of
-prompt+code shingles (codeloop.minhash) in datasketch's MinHashLSH, candidates confirmed
-by the estimated Jaccard. Both are greedy in input order: a task is dropped when it
-matches one already kept, and it names that kept task. Callers order tasks by priority
-(source order, then row), which makes the kept representative deterministic: the first.
+solution (docstrings dropped, formatting and comments irrelevant). Near, in two steps:
+MinHash of prompt+code shingles (codeloop.minhash) banded in numpy proposes candidate
+pairs generously (``lsh_threshold`` on the estimated mean Jaccard), and `verify_pair`
+decides each candidate exactly on canonical views (codeloop.canon): identical canonical
+code with overlapping prompts, or high prompt+code Jaccard with no differing number or
+contrast word ("fourth" vs "fifth"). Both steps are greedy in input order: a task is
+dropped when it matches one already kept, and it names that kept task. Callers order
+tasks by priority (source order, then row), so the kept representative is the first.
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from datasketch import MinHashLSH
 
-from codeloop import minhash
+from codeloop import canon, minhash
 from codeloop.schema import Task
 
 _WS = re.compile(r"\s+")
@@ -30,27 +34,13 @@ def normalise_prompt(text: str) -> str:
     return _WS.sub(" ", text.lower()).strip(" .:;!?\n\t")
 
 
-def _strip_docstrings(tree: ast.AST) -> ast.AST:
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (
-            isinstance(body, list)
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]
-    return tree
-
-
 def normalise_code(code: str) -> str:
     """The AST dump without docstrings or positions; whitespace-collapsed text if unparsable."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
         return _WS.sub(" ", code).strip()
-    return ast.dump(_strip_docstrings(tree), annotate_fields=False, include_attributes=False)
+    return ast.dump(canon.strip_docstrings(tree), annotate_fields=False, include_attributes=False)
 
 
 def code_key(code: str) -> str:
@@ -153,6 +143,19 @@ def _band_pairs(sig: np.ndarray, b: int, r: int, cap: int) -> tuple[np.ndarray, 
     return pair // n, pair % n
 
 
+def _signature_pairs(sig: np.ndarray, lsh_threshold: float, cap: int):
+    """LSH candidate pairs (earlier, later) and their signature Jaccard estimates."""
+    from datasketch.lsh import _optimal_param
+
+    b, r = _optimal_param(max(0.05, lsh_threshold), sig.shape[1], 0.5, 0.5)
+    pi, pj = _band_pairs(sig, b, r, cap)
+    sims = np.empty(len(pi))
+    for lo in range(0, len(pi), 100_000):
+        sl = slice(lo, lo + 100_000)
+        sims[sl] = (sig[pi[sl]] == sig[pj[sl]]).mean(1)
+    return pi, pj, sims
+
+
 def banded_near_duplicates(
     sig: np.ndarray, threshold: float, num_perm: int, cap: int = 64
 ) -> dict[int, tuple[int, float]]:
@@ -165,13 +168,7 @@ def banded_near_duplicates(
     duplicates. ``cap`` bounds the earlier rows paired per bucket (huge buckets are
     clusters of copies; the first 64 are plenty to find a kept one).
     """
-    from datasketch.lsh import _optimal_param
-
-    b, r = _optimal_param(max(0.05, threshold - LSH_SLACK), num_perm, 0.5, 0.5)
-    pi, pj = _band_pairs(sig, b, r, cap)
-    sims = np.empty(len(pi))
-    for lo in range(0, len(pi), 100_000):
-        sims[lo : lo + 100_000] = (sig[pi[lo : lo + 100_000]] == sig[pj[lo : lo + 100_000]]).mean(1)
+    pi, pj, sims = _signature_pairs(sig, threshold - LSH_SLACK, cap)
     ok = sims >= threshold
     pi, pj, sims = pi[ok], pj[ok], sims[ok]
     order = np.lexsort((pi, -sims, pj))  # by later row, best similarity, earliest match
@@ -182,24 +179,104 @@ def banded_near_duplicates(
     return dup
 
 
+@dataclass(frozen=True)
+class NearRule:
+    """When a candidate pair is a near-duplicate (see `verified_near_duplicates`)."""
+
+    threshold: float = 0.9  # mean of prompt-word and canonical-code Jaccard, code differs
+    prompt_floor: float = 0.5  # prompt-word Jaccard needed when the canonical code is equal
+    lsh_threshold: float = 0.5  # LSH banding target on the MinHash mean (candidates only)
+
+
+class _Views:
+    """Per-document verification views, computed once and only for candidate documents."""
+
+    def __init__(self, docs: Sequence[tuple[str, str]]):
+        self.docs, self.words, self.quick, self.canon = docs, {}, {}, {}
+
+    def word(self, i: int) -> frozenset:
+        if i not in self.words:
+            self.words[i] = canon.prompt_words(self.docs[i][0])
+        return self.words[i]
+
+    def key(self, i: int) -> int:
+        if i not in self.quick:
+            self.quick[i] = canon.quick_key(self.docs[i][1])
+        return self.quick[i]
+
+    def code(self, i: int) -> canon.Canonical:
+        if i not in self.canon:
+            self.canon[i] = canon.canonical(*self.docs[i])
+        return self.canon[i]
+
+
+def verify_pair(v: _Views, i: int, j: int, rule: NearRule) -> tuple[str, float] | None:
+    """(basis, score) when documents i and j are near-duplicates, else None.
+
+    ``same_code``: the canonical code (names blanked, layout, comments and the order of
+    independent statements gone) is identical and the prompts share >= prompt_floor of
+    their words; a differing number or contrast word does not matter then, the programs
+    are the same. ``similar``: no such distinguishing word, and the mean of the prompt
+    and canonical-code Jaccards is >= threshold.
+    """
+    pw = canon.jaccard(v.word(i), v.word(j))
+    if pw < rule.prompt_floor and (pw + 1) / 2 < rule.threshold:
+        return None  # neither basis can hold: skip the parse
+    if v.key(i) == v.key(j) or v.code(i).code == v.code(j).code:
+        return ("same_code", (pw + 1) / 2) if pw >= rule.prompt_floor else None
+    if (pw + 1) / 2 < rule.threshold or canon.distinguishing(v.word(i), v.word(j)):
+        return None
+    score = (pw + canon.jaccard(v.code(i).shingles, v.code(j).shingles)) / 2
+    return ("similar", score) if score >= rule.threshold else None
+
+
+def verified_near_duplicates(
+    docs: Sequence[tuple[str, str]], sig: np.ndarray, rule: NearRule, cap: int = 64
+) -> dict[int, tuple[int, float, str]]:
+    """Map row -> (earlier kept row, score, basis), greedy in row order.
+
+    LSH on the MinHash signatures proposes pairs at ``rule.lsh_threshold`` (generous:
+    a renamed and reordered copy can share few token shingles); `verify_pair` decides
+    each exactly, on canonical views of the two documents only. For each later row the
+    candidates are tried by estimated similarity, and only kept rows can be matched.
+    """
+    pi, pj, sims = _signature_pairs(sig, rule.lsh_threshold, cap)
+    order = np.lexsort((pi, -sims, pj))
+    views = _Views(docs)
+    dup: dict[int, tuple[int, float, str]] = {}
+    for i, j in zip(pi[order].tolist(), pj[order].tolist(), strict=True):
+        if j in dup or i in dup:
+            continue
+        hit = verify_pair(views, i, j, rule)
+        if hit:
+            dup[j] = (i, hit[1], hit[0])
+    return dup
+
+
 def near_dedupe(
-    tasks: list[Task], threshold: float, num_perm: int, workers: int = 2
+    tasks: list[Task],
+    threshold: float,
+    num_perm: int,
+    workers: int = 2,
+    prompt_floor: float = 0.5,
+    lsh_threshold: float = 0.5,
 ) -> DedupeResult:
-    """Drop tasks whose prompt+code MinHash matches an earlier kept task's."""
+    """Drop tasks that are verified near-duplicates of an earlier kept task."""
     res = DedupeResult()
     if not tasks:
         return res
     docs = [(t.prompt, t.reference_solution) for t in tasks]
     sig = minhash.signatures_parallel(docs, num_perm, workers=workers)
-    dup = banded_near_duplicates(sig, threshold, num_perm)
+    dup = verified_near_duplicates(docs, sig, NearRule(threshold, prompt_floor, lsh_threshold))
     for i, t in enumerate(tasks):
         if i in dup:
-            j, sim = dup[i]
+            j, sim, basis = dup[i]
             res.dropped.append(
                 {
                     "task_id": t.task_id,
                     "duplicate_of": tasks[j].task_id,
                     "kind": "near",
+                    "basis": basis,
                     "similarity": round(sim, 4),
                 }
             )

@@ -80,3 +80,41 @@ def test_numpy_banding_finds_the_same_duplicates_as_datasketch_lsh():
     ours = banded_near_duplicates(sig, 0.7, 128)
     assert ours == greedy_near_duplicates(sig, 0.7, 128)
     assert set(ours) == set(range(400, 440))
+
+
+def test_canonical_code_ignores_renaming_reformatting_comments_and_statement_order():
+    from codeloop.canon import canonical_code
+
+    a = "import re\ndef f(xs):\n    out = []\n    seen = set()\n    for x in xs:\n        out.append(re.sub('a', 'b', x))\n    return out, seen"  # noqa: E501
+    b = '# copied\ndef g(items):\n  found = set()\n  res = []\n  for it in items:\n    res.append(m.sub("a", "b", it))\n  return (res, found)\nimport re'  # noqa: E501
+    assert canonical_code(a) == canonical_code(b)
+
+
+def test_canonical_code_keeps_literals_and_operators_apart():
+    from codeloop.canon import canonical_code
+
+    fourth = "def f(n):\n    return sum(i * i * i * i for i in range(n))"
+    fifth = "def f(n):\n    return sum(i * i * i * i * i for i in range(n))"
+    assert canonical_code(fourth) != canonical_code(fifth)
+    assert canonical_code("def f(x):\n    return x + 1") != canonical_code(
+        "def f(x):\n    return x + 2"
+    )  # noqa: E501
+
+
+def test_near_dedupe_keeps_template_twins_that_differ_in_a_number_word():
+    a = _task("a", "Write a python function to find the sum of fourth power of first n natural numbers.",  # noqa: E501
+              "def f(n):\n    s = 0\n    for i in range(1, n + 1):\n        s += i * i * i * i\n    return s")  # fmt: skip  # noqa: E501
+    b = _task("b", "Write a python function to find the sum of fifth power of first n natural numbers.",  # noqa: E501
+              "def f(n):\n    s = 0\n    for i in range(1, n + 1):\n        s += i * i * i * i * i\n    return s")  # fmt: skip  # noqa: E501
+    res = near_dedupe([a, b], threshold=0.9, num_perm=128, workers=1)
+    assert [t.task_id for t in res.kept] == ["a", "b"]
+
+
+def test_near_dedupe_drops_a_renamed_reordered_copy_with_a_reworded_prompt():
+    code = "def f(a, b):\n    total = a + b\n    count = 0\n    while total > 0:\n        total //= 10\n        count += 1\n    return count"  # noqa: E501
+    copy = "def digits(x, y):\n  n = 0\n  s = x + y\n  while s > 0:\n    n += 1\n    s //= 10\n  return n"  # noqa: E501
+    a = _task("a", "Write a function to add two numbers and print number of digits of sum.", code)
+    b = _task("b", "Create a function to add two numbers and print number of digits of sum.", copy)  # noqa: E501
+    res = near_dedupe([a, b], threshold=0.9, num_perm=128, workers=1)
+    assert [t.task_id for t in res.kept] == ["a"]
+    assert res.dropped[0]["basis"] == "same_code"
