@@ -109,6 +109,37 @@ OPENINGS = (
     "Create a function",
 )
 JOINERS = (", then ", ", and then ", "; then it ")
+NAME_WORDS = (
+    "red",
+    "blue",
+    "green",
+    "fast",
+    "slow",
+    "big",
+    "small",
+    "left",
+    "right",
+    "up",
+    "down",
+    "one",
+    "two",
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "inner",
+    "outer",
+    "main",
+    "extra",
+    "basic",
+    "final",
+    "quick",
+    "plain",
+    "smart",
+    "tiny",
+    "magic",
+    "prime",
+)
 _WORDS = (
     "apple",
     "banana",
@@ -158,7 +189,9 @@ def _chain(rng: random.Random, depth: int) -> tuple[str, list[tuple[Op, object]]
 def _render(rng: random.Random, t0: str, chain: list[tuple[Op, object]]) -> tuple[str, str, str]:
     """Return (function name, prompt, reference solution) for one chain."""
     arg = rng.choice(ARG_NAMES[t0])
-    name = f"{rng.choice(FN_STEMS)}_{rng.getrandbits(16):04x}"
+    # Word suffixes, not hex: a tiny model copies a name of 2-3 BPE tokens from the
+    # prompt reliably, while random hex splits into arbitrary byte pieces.
+    name = f"{rng.choice(FN_STEMS)}_{rng.choice(NAME_WORDS)}"
     steps = [rng.choice(op.phrases).format(a=arg, k=k) for op, k in chain]
     body = [f"    {op.code.format(a=arg, k=k)}" for op, k in chain]
     prompt = (

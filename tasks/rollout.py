@@ -1,0 +1,72 @@
+"""Prefect tasks of the rollout stage (thin wrappers over codeloop.rollout)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.logging import get_run_logger
+
+from codeloop.config import Params
+from codeloop.io import read_json, read_tasks
+from codeloop.schema import Task, Trajectory
+
+
+@task(name="load-plan")
+def load_planned_tasks(buckets_dir: str, manifest_path: str) -> tuple[list[Task], str]:
+    """The plan's tasks (in plan order) and the dataset_version from the clean manifest."""
+    plan_path = Path(buckets_dir) / "plan.json"
+    plan = read_json(plan_path)
+    by_id = {t.task_id: t for t in read_tasks(Path(buckets_dir) / "tasks.parquet")}
+    missing = [i for i in plan.get("task_ids", []) if i not in by_id]
+    if missing:
+        raise ValueError(
+            f"{plan_path}: field task_ids names {len(missing)} tasks absent from "
+            f"{buckets_dir}/tasks.parquet, e.g. {missing[:3]}"
+        )
+    manifest = read_json(manifest_path)
+    if "dataset_version" not in manifest:
+        raise ValueError(f"{manifest_path}: missing field dataset_version")
+    return [by_id[i] for i in plan["task_ids"]], manifest["dataset_version"]
+
+
+@task(name="rollout")
+def rollout_tasks(
+    params: Params, policy_dir: str, tasks: list[Task], dataset_version: str
+) -> tuple[list[Trajectory], float]:
+    """Sample the GRPO groups on the planned tasks; returns (trajectories, seconds)."""
+    from codeloop.policy import Policy
+    from codeloop.rollout import run_rollout
+    from codeloop.sandbox import make_executor
+
+    log = get_run_logger()
+    policy = Policy.load(policy_dir)
+    executor = make_executor(params.sandbox)
+    t0 = time.perf_counter()
+    try:
+        trajs = run_rollout(
+            tasks,
+            policy,
+            executor,
+            params.rollout,
+            timeout_s=params.sandbox.timeout_s,
+            dataset_version=dataset_version,
+            iteration=params.rollout.iteration,
+        )
+    finally:
+        executor.close()
+    seconds = time.perf_counter() - t0
+    log.info(
+        "%d trajectories on %d tasks from %s in %.1fs",
+        len(trajs), len(tasks), policy.model_version[:12], seconds,
+    )  # fmt: skip
+    return trajs, seconds
+
+
+@task(name="rollout-metrics")
+def summarize(trajs: list[Trajectory], seconds: float, extra: dict[str, Any]) -> dict[str, Any]:
+    from codeloop.rollout import rollout_metrics
+
+    return {**rollout_metrics(trajs, seconds), **extra}
