@@ -34,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from codeloop.config import SandboxConfig  # noqa: E402
 from codeloop.loaders import load_humaneval, load_mbpp  # noqa: E402
 from codeloop.sandbox import ExecJob, make_executor  # noqa: E402
-from codeloop.sandbox.pool import uid_for  # noqa: E402
 
 MBPP = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp.jsonl"
 WORKERS = 2
@@ -155,7 +154,7 @@ def leak_check(runs: int) -> None:
     """N runs in a row on local: processes, our fds and temp files must not grow."""
     ex = make_executor(SandboxConfig(backend="local", workers=WORKERS))
 
-    uids = {uid_for(slot) for slot in range(WORKERS)}
+    uids = set(ex.uids) - {None}  # the uids this executor leased for its slots
 
     def snapshot():
         kids = sum(len(Path(f"/proc/{z.host_pid()}/task/{z.host_pid()}/children").read_text().split())

@@ -70,7 +70,8 @@ class DockerZygote:
 
     def __init__(self, client, cfg: SandboxConfig, slot: int, start_timeout: float = 60.0) -> None:
         opts = {"harness": HARNESS_SRC, "uid": None, "work_root": "/tmp/codeloop-work",
-                "preload": PRELOAD, "private_scratch": True, "nproc": 4096}  # fmt: skip
+                "preload": PRELOAD, "private_scratch": True, "nproc": 4096,
+                "watch_parent": False}  # fmt: skip
         try:
             self.container = client.containers.create(
                 IMAGE,
@@ -160,7 +161,7 @@ class DockerExecutor(PoolExecutor):
         if problem:
             raise SandboxError(problem)
         self.isolation = "docker: network none, read-only root, tmpfs, uid 65534, no caps"
-        super().__init__(cfg, lambda slot: DockerZygote(self.client, cfg, slot))
+        super().__init__(cfg, lambda slot: DockerZygote(self.client, cfg, slot), drop_uid=False)
 
     def close(self) -> None:
         super().close()

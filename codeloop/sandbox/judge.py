@@ -16,6 +16,20 @@ from codeloop.sandbox.split import Plan, evaluate_check, plan_test, shadowed_nam
 from codeloop.sandbox.values import BadValue, decode, output_matches, short_repr
 
 RESULT_CAP = 8 * 2**20  # bytes of result lines a child may send back
+WALL_CAP_FACTOR = 10.0  # hard wall cap = factor x timeout + 1 s (see wall_cap)
+
+
+def wall_cap(timeout_s: float) -> float:
+    """The hard wall-clock cap of a job whose time budget is ``timeout_s``.
+
+    The budget itself is charged in CPU seconds of the job's processes and in time the job
+    spent neither running nor waiting for a CPU (sleeping, blocked); time spent waiting for
+    a CPU on a loaded host is not charged, so load cannot turn a correct program into a
+    timeout. This cap bounds what that leaves open (a job starved of CPU for minutes).
+    """
+    return timeout_s * WALL_CAP_FACTOR + 1.0
+
+
 _ERROR_STATUS = {"MemoryError": "memory_limit", "RecursionError": "runtime_error"}
 
 
@@ -38,8 +52,8 @@ def build_request(
         ]
     req = {"code": job.code, "setup": job.setup_code, "entry": job.entry_point,
            "mode": job.io_style, "items": items, "out_cap": out_cap}  # fmt: skip
-    return {"req": req, "timeout": timeout_s, "memory_mb": memory_mb, "out_cap": out_cap,
-            "result_cap": RESULT_CAP}  # fmt: skip
+    return {"req": req, "timeout": timeout_s, "wall_cap": wall_cap(timeout_s),
+            "memory_mb": memory_mb, "out_cap": out_cap, "result_cap": RESULT_CAP}  # fmt: skip
 
 
 def _parse_lines(text: str, n: int) -> tuple[dict | None, dict[int, dict], bool]:
@@ -117,13 +131,22 @@ def _judge_stdio(plan: Plan, msg: dict, idx: int) -> TestResult:
     return tr
 
 
+_DEADLINES = {
+    "cpu": "CPU time budget spent",
+    "time": "time budget spent (time waiting for a CPU not counted)",
+    "wall": "hard wall-clock cap reached",
+}
+
+
 def _missing_status(resp: dict) -> tuple[str, str]:
     """Why a test has no result: what happened to the child process decides."""
     sig = resp.get("signal")
     if resp.get("over"):
         return "output_limit", f"output over the cap on {', '.join(resp['over'])}"
-    if resp.get("timed_out") or sig == signal.SIGXCPU:
-        return "timeout", "wall deadline or CPU limit reached"
+    if resp.get("timed_out"):
+        return "timeout", _DEADLINES.get(resp.get("deadline"), "time limit reached")
+    if sig == signal.SIGXCPU or (sig == signal.SIGKILL and resp.get("cpu_rlimit")):
+        return "timeout", "CPU time limit of a process reached"
     if sig == signal.SIGXFSZ:
         return "output_limit", "file size limit reached"
     if sig is not None:

@@ -4,7 +4,7 @@ Each zygote is ``unshare --pid --fork --kill-child --net --ipc --uts --mount --m
 /usr/bin/python3 -I -S -c <zygote>``: PID 1 of its own PID namespace, with a network
 namespace that has no interfaces, private IPC/UTS, and a private mount namespace where every
 mount is remounted read-only and /tmp, /var/tmp, /dev/shm, /run/lock are fresh tmpfs. Per
-job the zygote forks a child that drops to a uid of its own (pool.uid_for(slot)), gets rlimits
+job the zygote forks a child that drops to the slot's leased uid (pool.lease_uid), gets rlimits
 (CPU, address space as a budget over current use, file size, 64 fds, 64 processes, no
 core), a scrubbed env, a fresh work dir, stdin /dev/null and capped pipes; after the job the
 zygote SIGKILLs every other process in its namespace (kill(-1) as PID 1, which also reaches
@@ -34,7 +34,7 @@ import tempfile
 from functools import lru_cache
 
 from codeloop.config import SandboxConfig
-from codeloop.sandbox.pool import PoolExecutor, Zygote, child_python, uid_for, zygote_opts
+from codeloop.sandbox.pool import PoolExecutor, Zygote, child_python, zygote_opts
 
 _NS_FLAGS = [
     "--pid",
@@ -80,13 +80,13 @@ class LocalExecutor(PoolExecutor):
             os.chmod(root, 0o711)
             extra = {}
             self.isolation = "no namespaces (unshare refused): rlimits, uid drop when root"
-        if os.geteuid() == 0:
-            self.isolation += f"; children run as uid {uid_for(0)}+slot"
 
         def spawn(slot: int) -> Zygote:
-            return Zygote(prefix, zygote_opts(slot, root, **extra))
+            return Zygote(prefix, zygote_opts(self.uids[slot], root, **extra))
 
         super().__init__(cfg, spawn)
+        if self.uids[0] is not None:
+            self.isolation += f"; children run as leased uids {self.uids}"
 
     def close(self) -> None:
         super().close()

@@ -4,11 +4,18 @@ A ``Zygote`` is one warm interpreter (a process, or a process inside a container
 answers framed job requests. ``PoolExecutor`` keeps one zygote per worker slot and judges
 jobs on a thread pool; with ``fresh_per_job`` it starts a new zygote for every job (the
 plain ``subprocess`` backend). Our own faults (a zygote that dies, hangs or reports a
-fault) raise SandboxError; the slot gets a fresh zygote for the next job.
+fault, or the host's OOM killer taking the job) are never a model-code status: the slot
+gets a fresh zygote and the job is re-run once; a second fault raises SandboxError.
+
+Every slot's children run as a uid leased host-wide for the executor's lifetime (an
+exclusive ``flock`` on a lock file per uid), so no two executors, in one process or in
+several, ever share a uid: the per-job ``kill(-1)`` as that uid and its RLIMIT_NPROC count
+reach only that slot's own job.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import queue
@@ -25,19 +32,35 @@ from typing import Any
 
 from codeloop.config import SandboxConfig
 from codeloop.sandbox.base import ExecJob, ExecResult, SandboxError
-from codeloop.sandbox.judge import build_request, interpret, no_code_result, plan_job
+from codeloop.sandbox.judge import build_request, interpret, no_code_result, plan_job, wall_cap
 
 HERE = Path(__file__).resolve().parent
 ZYGOTE_SRC = (HERE / "zygote.py").read_text()
 HARNESS_SRC = (HERE / "harness.py").read_text()
 CHILD_PYTHON = os.environ.get("CODELOOP_SANDBOX_PYTHON", "/usr/bin/python3")
-UID_BASE = 62000  # one uid per worker slot: kill(-1) as that uid reaches only its own job
+UID_BASE, UID_SPAN = 62000, 4096  # uids leased to slots: one uid, one slot, host-wide
+UID_LOCKS = Path(tempfile.gettempdir()) / "codeloop-uid-locks"
 
 
-def uid_for(slot: int) -> int:
-    """The uid a slot's children run as; offset by our pid so two executors on one host
-    (rollout and score, two test runs) rarely share a uid and its RLIMIT_NPROC count."""
-    return UID_BASE + (os.getpid() % 512) * 128 + slot % 128
+def lease_uid() -> tuple[int, int]:
+    """Lease the lowest free sandbox uid on this host: (uid, fd of its held lock file).
+
+    The lease is an exclusive flock, held until the fd is closed or the process dies, so a
+    crashed executor frees its uids. flock locks belong to the open file, so two executors
+    in the same process also get different uids (a pid-derived uid once did not: the
+    second executor's kill(-1) as the shared uid SIGKILLed the first one's jobs, which came
+    back ``crashed``).
+    """
+    UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
+    for uid in range(UID_BASE, UID_BASE + UID_SPAN):
+        fd = os.open(UID_LOCKS / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        return uid, fd
+    raise SandboxError(f"all {UID_SPAN} sandbox uids from {UID_BASE} are leased ({UID_LOCKS})")
 
 
 PRELOAD = ["collections", "math", "itertools", "functools", "re", "heapq", "bisect", "string",
@@ -53,8 +76,8 @@ def child_python() -> str:
     return shutil.which("python3") or "python3"
 
 
-def zygote_opts(slot: int, work_root: str, **extra: Any) -> dict:
-    uid = uid_for(slot) if os.geteuid() == 0 else None
+def zygote_opts(uid: int | None, work_root: str, **extra: Any) -> dict:
+    """Zygote options; ``uid`` is the slot's leased uid (None: no uid drop, not root)."""
     return {"harness": HARNESS_SRC, "uid": uid, "work_root": work_root, "preload": PRELOAD, **extra}
 
 
@@ -108,6 +131,8 @@ class Zygote:
         return pid
 
     def request(self, job: dict, timeout: float) -> dict:
+        if self.proc.poll() is not None:  # killed while idle: never route a job to it
+            raise SandboxError(f"zygote exited (code {self.proc.returncode}){self._tail()}")
         data = json.dumps(job).encode("utf-8", "surrogatepass")
         try:
             self.proc.stdin.write(struct.pack(">I", len(data)) + data)
@@ -131,20 +156,33 @@ class Zygote:
 
 
 class PoolExecutor:
-    """Executor over N zygote slots; ``spawn(slot)`` makes a zygote for a slot."""
+    """Executor over N zygote slots; ``spawn(slot)`` makes a zygote for a slot.
+
+    With ``drop_uid`` (and root) each slot leases its own host-wide uid (``self.uids``).
+    """
 
     def __init__(
-        self, cfg: SandboxConfig, spawn: Callable[[int], Any], fresh_per_job: bool = False
+        self,
+        cfg: SandboxConfig,
+        spawn: Callable[[int], Any],
+        fresh_per_job: bool = False,
+        drop_uid: bool = True,
     ) -> None:
         self.cfg = cfg
         self.workers = cfg.workers or os.cpu_count() or 1
         self._spawn, self._fresh = spawn, fresh_per_job
         self._slots: queue.Queue = queue.Queue()
         self._zygotes: dict[int, Any] = {}
+        self._closed = False
+        self._uid_locks: list[int] = []
+        self.uids: list[int | None] = [None] * self.workers
+        if drop_uid and os.geteuid() == 0:
+            for slot in range(self.workers):
+                self.uids[slot], fd = lease_uid()
+                self._uid_locks.append(fd)
         for slot in range(self.workers):
             self._slots.put(slot)
         self._threads = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="sandbox")
-        self._closed = False
 
     def _zygote(self, slot: int) -> Any:
         z = self._zygotes.get(slot)
@@ -160,8 +198,28 @@ class PoolExecutor:
             except Exception:  # noqa: BLE001 - a broken zygote may fail to close; it is dropped
                 pass
 
+    def _attempt(self, request: dict, timeout: float) -> dict:
+        """One try on a free slot. A fault of ours (zygote gone, hung, reporting a fault,
+        job taken by the host's OOM killer) drops the slot's zygote and raises."""
+        slot = self._slots.get()
+        try:
+            resp = self._zygote(slot).request(request, timeout)
+            if "fault" in resp:
+                raise SandboxError(f"sandbox fault: {resp['fault']}")
+            if resp.get("host_oom"):
+                raise SandboxError("the host's OOM killer killed the job (host memory pressure)")
+            if self._fresh:
+                self._discard(slot)
+            return resp
+        except SandboxError:
+            self._discard(slot)
+            raise
+        finally:
+            self._slots.put(slot)
+
     def run(self, job: ExecJob) -> ExecResult:
-        """Judge one job (thread-safe)."""
+        """Judge one job (thread-safe). Our own fault: a fresh zygote re-runs the job once,
+        then SandboxError; a fault is never turned into a model-code status."""
         if self._closed:
             raise SandboxError("executor is closed")
         if not job.code.strip():
@@ -169,19 +227,15 @@ class PoolExecutor:
         plans = plan_job(job)
         timeout = job.timeout_s or self.cfg.timeout_s
         request = build_request(job, plans, timeout, self.cfg.memory_mb, self.cfg.max_output_bytes)
-        slot = self._slots.get()
         try:
-            z = self._zygote(slot)
-            resp = z.request(request, timeout + GRACE_S)
-            if "fault" in resp:
-                self._discard(slot)
-            elif self._fresh:
-                self._discard(slot)
-        except SandboxError:
-            self._discard(slot)
-            raise
-        finally:
-            self._slots.put(slot)
+            resp = self._attempt(request, wall_cap(timeout) + GRACE_S)
+        except SandboxError as first:
+            if self._closed:
+                raise
+            try:
+                resp = self._attempt(request, wall_cap(timeout) + GRACE_S)
+            except SandboxError as second:
+                raise SandboxError(f"{second} (the job was re-run after: {first})") from first
         return interpret(job, plans, resp)
 
     def run_many(self, jobs: list[ExecJob]) -> list[ExecResult]:
@@ -195,6 +249,9 @@ class PoolExecutor:
         self._threads.shutdown(wait=True)
         for slot in list(self._zygotes):
             self._discard(slot)
+        for fd in self._uid_locks:  # after the zygotes: their jobs are gone, the uid is free
+            os.close(fd)
+        self._uid_locks = []
 
     def __enter__(self) -> PoolExecutor:
         return self

@@ -24,7 +24,7 @@ class SubprocessExecutor(PoolExecutor):
         opts = {"preload": []}
         super().__init__(
             cfg,
-            lambda slot: Zygote([], zygote_opts(slot, self.work_root, **opts)),
+            lambda slot: Zygote([], zygote_opts(self.uids[slot], self.work_root, **opts)),
             fresh_per_job=True,
         )
         self.isolation = "fresh interpreter per job; rlimits; uid drop when root; no namespaces"

@@ -5,10 +5,15 @@ python, readable by the unprivileged uid the children drop to), either once per 
 (``subprocess`` backend), as a long-lived worker inside fresh namespaces (``local``), or
 as the main process of a warm container (``docker``). Frames on fd 0/1: 4-byte big-endian
 length + JSON. Per job: fork, new session, rlimits, scrubbed env, fresh work dir, stdin
-/dev/null, capped pipes, wall deadline, then SIGKILL of every process the job left (as PID
+/dev/null, capped pipes, a time budget, then SIGKILL of every process the job left (as PID
 1 of its namespace: kill(-1); otherwise as the job's uid plus the subreaper's children) and
 removal of every file it wrote. The zygote never interprets results: it ships the child's
 raw result lines back and the parent (codeloop.sandbox.judge) decides.
+
+The time budget (``timeout``) is charged, every SAMPLE_S, from /proc: the CPU seconds of
+the job's processes, and the wall time the job spent not waiting for a CPU (schedstat run
+-queue wait is subtracted), so a loaded host slows a job down without timing it out;
+``wall_cap`` bounds the rest. A kill we send for either is reported as ``timed_out``.
 """
 
 import ctypes
@@ -27,13 +32,17 @@ _libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+SAMPLE_S = 0.05  # how often a running job's budget is charged
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class ParentGone(Exception):
+    """Our control pipe hung up mid-job: the parent died; kill the job and exit."""
 
 
 def _mount(src, target, fstype, flags, data):
-    def enc(s):
-        return s.encode() if s is not None else None
-
-    if _libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)) != 0:
+    args = [x.encode() if x is not None else None for x in (src, target, fstype)]
+    if _libc.mount(*args, flags, data.encode() if data else None) != 0:
         raise OSError(ctypes.get_errno(), f"mount {target}")
 
 
@@ -88,12 +97,14 @@ def _child(job, opts, workdir, fds):
     try:
         os.setsid()
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        null = os.open("/dev/null", os.O_RDWR)
-        os.dup2(null, 0)
-        os.dup2(fds["out"], 1)
-        os.dup2(fds["err"], 2)
-        os.dup2(fds["res"], 3)
+        for target, fd in enumerate([os.open("/dev/null", os.O_RDWR), *fds]):  # out, err, res
+            os.dup2(fd, target)
         os.closerange(4, 1 << 16)
+        try:  # under host memory pressure the OOM killer takes a job, not the trainer
+            with open("/proc/self/oom_score_adj", "w") as fh:
+                fh.write("1000")
+        except OSError:
+            pass
         os.chdir(workdir)
         os.environ.clear()
         os.environ.update(PATH="/usr/bin:/bin", HOME=workdir, TMPDIR=workdir, LANG="C.UTF-8")
@@ -128,14 +139,13 @@ def _child(job, opts, workdir, fds):
     os._exit(code)
 
 
-def _children():
-    me = os.getpid()
-    out = []
+def _children(pid=None):
+    pid, out = pid or os.getpid(), []
     try:
-        for tid in os.listdir(f"/proc/{me}/task"):
-            with open(f"/proc/{me}/task/{tid}/children") as fh:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
                 out += [int(p) for p in fh.read().split()]
-    except OSError:
+    except (OSError, ValueError):
         pass
     return out
 
@@ -180,29 +190,78 @@ def _kill_quiet(pid):
         pass
 
 
-def _pump(fds, pidfd, deadline, caps):
-    """Read the child's pipes until it exits, a cap is hit, or the deadline passes."""
+def _descendants():
+    """PIDs of every process below us: the job's tree and its orphans (we reap for both)."""
+    out, todo = [], _children()
+    while todo:
+        out.append(todo.pop())
+        todo += _children(out[-1])
+    return out
+
+
+def _cpu_s(pid):
+    """CPU seconds of a process plus its reaped children (utime, stime, cutime, cstime)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / CLK_TCK
+
+
+def job_usage(waits):
+    """(CPU seconds, run-queue wait seconds) of the job. ``waits`` keeps each task's last
+    wait across samples, so a process reaped since still counts up to its last sample."""
+    cpu = 0.0
+    for pid in _descendants():
+        try:
+            cpu += _cpu_s(pid)
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                    waits[(pid, tid)] = int(fh.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            pass  # exited between listing and reading
+    return cpu, sum(waits.values()) / 1e9
+
+
+def _spent(job, elapsed, waits):
+    """Which budget the job has spent: "cpu", "time", "wall" or ""."""
+    cpu, wait = job_usage(waits)
+    if cpu >= job["timeout"]:
+        return "cpu"
+    if elapsed - wait >= job["timeout"]:
+        return "time"
+    return "wall" if elapsed >= job.get("wall_cap", job["timeout"] * 10 + 1) else ""
+
+
+def _pump(fds, pidfd, ctl, job, caps, start):
+    """Read the child's pipes until it exits, a cap is hit, or a budget is spent.
+    Returns (buffers, caps over, exited, budget spent). Raises ParentGone if ``ctl`` hangs up."""
     bufs = {name: bytearray() for name in fds}
-    over, open_fds, exited = [], {fd: name for name, fd in fds.items()}, False
-    while not exited and not over:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        ready, _, _ = select.select(list(open_fds) + [pidfd], [], [], remaining)
-        for fd in ready:
+    names = {fd: name for name, fd in fds.items()}
+    poller = select.poll()
+    for fd in [*names, pidfd]:
+        poller.register(fd, select.POLLIN)
+    if ctl is not None:
+        poller.register(ctl, 0)  # no events asked: poll still reports POLLHUP / POLLERR
+    over, exited, spent, waits, next_check = [], False, "", {}, start + SAMPLE_S
+    while not exited and not over and not spent:
+        now = time.monotonic()
+        if now >= next_check:
+            spent, next_check = _spent(job, now - start, waits), now + SAMPLE_S
+            continue
+        for fd, _ in poller.poll(max(1, int((next_check - now) * 1000) + 1)):
             if fd == pidfd:
                 exited = True
-                continue
-            name = open_fds[fd]
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                del open_fds[fd]
-            else:
+            elif fd == ctl:
+                raise ParentGone
+            elif fd in names:
+                name, chunk = names[fd], os.read(fd, 65536)
                 bufs[name] += chunk
-                if len(bufs[name]) > caps[name]:
+                if not chunk:
+                    poller.unregister(fd)
+                    del names[fd]
+                elif len(bufs[name]) > caps[name]:
                     over.append(name)
     if exited:  # take what is already in the pipes, without waiting for grandchildren
-        for fd, name in list(open_fds.items()):
+        for fd, name in list(names.items()):
             os.set_blocking(fd, False)
             try:
                 while len(bufs[name]) <= caps[name]:
@@ -214,7 +273,16 @@ def _pump(fds, pidfd, deadline, caps):
                 pass
             if len(bufs[name]) > caps[name]:
                 over.append(name)
-    return bufs, over, exited
+    return bufs, over, exited, spent
+
+
+def oom_kills():
+    """The host's count of OOM-killer kills (not namespaced), or -1 where unreadable."""
+    try:
+        with open("/proc/vmstat") as fh:
+            return next(int(ln.split()[1]) for ln in fh if ln.startswith("oom_kill "))
+    except (OSError, ValueError, StopIteration):
+        return -1
 
 
 def sweep(opts, workdir):
@@ -231,7 +299,7 @@ def sweep(opts, workdir):
                     os.unlink(path)
 
 
-def run(job, opts):
+def run(job, opts, ctl=None):
     """Judge one job: fork the child, pump its pipes, kill and sweep. Returns a dict."""
     workdir = os.path.join(opts["work_root"], f"job-{os.getpid()}-{opts['seq']}")
     opts["seq"] += 1
@@ -239,18 +307,25 @@ def run(job, opts):
     if opts.get("uid") is not None and os.getuid() == 0:
         os.chown(workdir, opts["uid"], opts["uid"])
     pipes = {name: os.pipe() for name in ("out", "err", "res")}
+    ooms = oom_kills()
     start = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        _child(job, opts, workdir, {n: w for n, (_, w) in pipes.items()})
+        _child(job, opts, workdir, [w for _, w in pipes.values()])
     for _, w in pipes.values():
         os.close(w)
     pidfd = os.pidfd_open(pid)
     caps = {"out": job["out_cap"], "err": job["out_cap"], "res": job["result_cap"]}
+    child_cpu = 0.0
     try:
-        bufs, over, exited = _pump(
-            {n: r for n, (r, _) in pipes.items()}, pidfd, start + job["timeout"], caps
+        bufs, over, exited, spent = _pump(
+            {n: r for n, (r, _) in pipes.items()}, pidfd, ctl, job, caps, start
         )
+        if exited:  # a zombie until reaped below: its own CPU time is still readable
+            try:
+                child_cpu = _cpu_s(pid)
+            except (OSError, ValueError, IndexError):
+                pass
     finally:
         status = kill_everything(pid, opts)
         wall = time.monotonic() - start
@@ -258,13 +333,18 @@ def run(job, opts):
         for r, _ in pipes.values():
             os.close(r)
         sweep(opts, workdir)
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    ours = bool(spent) or bool(over)  # we sent the SIGKILL
     return {
         "results": bufs["res"][: caps["res"]].decode("utf-8", "replace"),
         "stdout": bufs["out"][: caps["out"]].decode("utf-8", "replace"),
         "stderr": bufs["err"][: caps["err"]].decode("utf-8", "replace"),
-        "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-        "timed_out": not exited and not over, "over": over, "wall_ms": wall * 1000.0,
+        "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None, "signal": sig,
+        "timed_out": bool(spent) and not over, "deadline": spent, "over": over,
+        "wall_ms": wall * 1000.0, "cpu_s": child_cpu,
+        # RLIMIT_CPU's hard limit is a SIGKILL too: a CPU limit, not a crash
+        "cpu_rlimit": sig == signal.SIGKILL and child_cpu >= int(job["timeout"]) + 1 - 0.05,
+        "host_oom": sig == signal.SIGKILL and not ours and ooms >= 0 and oom_kills() > ooms,
     }  # fmt: skip
 
 
@@ -285,7 +365,8 @@ def main():
             pass
     if os.getpid() != 1:
         _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    # No PDEATHSIG: it fires when the parent *thread* that spawned us exits, killing a healthy
+    # zygote. Parent death is EOF/HUP on our control pipe (recv, _pump) instead.
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # a same-uid child can't ptrace or open /proc/<us>
     info = {"ready": True, "pid1": os.getpid() == 1, "uid": os.getuid()}
     if opts.get("isolate_fs"):
@@ -303,7 +384,9 @@ def main():
         if job is None:
             return
         try:
-            send(wfd, run(job, opts))
+            send(wfd, run(job, opts, rfd if opts.get("watch_parent", True) else None))
+        except ParentGone:
+            return
         except OSError as e:
             send(
                 wfd,
