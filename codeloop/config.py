@@ -132,7 +132,13 @@ class SandboxConfig(_Section):
     backend: Literal["subprocess", "local", "docker"] = Field(
         "local", description="Executor backend: local (zygote), docker, or plain subprocess."
     )
-    timeout_s: float = Field(5.0, gt=0, le=600, description="Wall deadline per run (seconds).")
+    timeout_s: float = Field(
+        5.0,
+        gt=0,
+        le=600,
+        description="Time budget per run (s): CPU seconds, and wall time not spent waiting for a"
+        " CPU; hard wall cap 10x + 1 s.",
+    )
     memory_mb: int = Field(512, ge=32, description="Address-space budget per run (MiB).")
     workers: int = Field(0, ge=0, le=256, description="Parallel workers; 0 = one per core.")
     max_output_bytes: int = Field(65536, ge=1024, description="Cap on captured stdout/stderr.")
