@@ -185,7 +185,7 @@ class NearRule:
 
     threshold: float = 0.9  # mean of prompt-word and canonical-code Jaccard, code differs
     prompt_floor: float = 0.5  # prompt-word Jaccard needed when the canonical code is equal
-    lsh_threshold: float = 0.5  # LSH banding target on the MinHash mean (candidates only)
+    lsh_threshold: float = 0.3  # LSH banding target on the prompt MinHash (candidates only)
 
 
 class _Views:
@@ -235,12 +235,19 @@ def verified_near_duplicates(
 ) -> dict[int, tuple[int, float, str]]:
     """Map row -> (earlier kept row, score, basis), greedy in row order.
 
-    LSH on the MinHash signatures proposes pairs at ``rule.lsh_threshold`` (generous:
-    a renamed and reordered copy can share few token shingles); `verify_pair` decides
+    LSH on the prompt half of the MinHash signatures proposes pairs at
+    ``rule.lsh_threshold`` (generous: an edited short prompt keeps few word bigrams;
+    the full signature's estimate only orders the candidates); `verify_pair` decides
     each exactly, on canonical views of the two documents only. For each later row the
     candidates are tried by estimated similarity, and only kept rows can be matched.
     """
-    pi, pj, sims = _signature_pairs(sig, rule.lsh_threshold, cap)
+    # Both rules need the prompts to overlap, so the prompt half of the signature is
+    # banded: code alone proposes many templated look-alikes that prompts then reject.
+    pi, pj, _ = _signature_pairs(sig[:, : sig.shape[1] // 2], rule.lsh_threshold, cap)
+    sims = np.empty(len(pi))
+    for lo in range(0, len(pi), 100_000):
+        sl = slice(lo, lo + 100_000)
+        sims[sl] = (sig[pi[sl]] == sig[pj[sl]]).mean(1)
     order = np.lexsort((pi, -sims, pj))
     views = _Views(docs)
     dup: dict[int, tuple[int, float, str]] = {}
@@ -259,7 +266,7 @@ def near_dedupe(
     num_perm: int,
     workers: int = 2,
     prompt_floor: float = 0.5,
-    lsh_threshold: float = 0.5,
+    lsh_threshold: float = 0.3,
 ) -> DedupeResult:
     """Drop tasks that are verified near-duplicates of an earlier kept task."""
     res = DedupeResult()

@@ -18,6 +18,7 @@ signature. See `signatures` for how the two views share one signature.
 from __future__ import annotations
 
 import builtins
+import itertools
 import keyword
 import re
 from collections.abc import Sequence
@@ -108,17 +109,17 @@ def shingle_hashes(token_lists: Sequence[list[int]], k: int) -> tuple[np.ndarray
     A document shorter than k gives one shingle of all its tokens; an empty one gives
     a single shingle of a sentinel token, so every segment is non-empty.
     """
-    pad = [0] * (k - 1)
-    token_lists = [t or [0] for t in token_lists]
-    flat: list[int] = []
-    n_sh = np.empty(len(token_lists), dtype=np.int64)
-    for i, toks in enumerate(token_lists):
-        flat.extend(toks)
-        flat.extend(pad)
-        n_sh[i] = max(len(toks) - k + 1, 1)
-    seq_len = np.array([len(t) + k - 1 for t in token_lists], dtype=np.int64)
-    arr = np.asarray(flat, dtype=np.uint32)
-    doc_start = np.concatenate(([0], np.cumsum(seq_len)[:-1]))
+    lens = np.fromiter(map(len, token_lists), np.int64, len(token_lists))
+    n_tok = int(lens.sum())
+    flat = np.fromiter(itertools.chain.from_iterable(token_lists), np.uint32, n_tok)
+    seq_len = np.maximum(lens, 1) + (k - 1)  # an empty document is one sentinel token 0
+    n_sh = np.maximum(lens - k + 1, 1)
+    arr = np.zeros(int(seq_len.sum()), dtype=np.uint32)
+    starts = np.concatenate(([0], np.cumsum(seq_len)[:-1]))
+    arr[
+        np.repeat(starts - np.concatenate(([0], np.cumsum(lens)[:-1])), lens) + np.arange(n_tok)
+    ] = flat
+    doc_start = starts
     seg_start = np.concatenate(([0], np.cumsum(n_sh)[:-1]))
     # positions of every shingle's first token: doc_start[d] + 0..n_sh[d]-1
     pos = np.repeat(doc_start - seg_start, n_sh) + np.arange(int(n_sh.sum()))
