@@ -85,7 +85,7 @@ class CleanConfig(_Section):
         0.5, ge=0, le=1, description="Near-dup if canonical code is equal and prompt words >= this."
     )
     dedupe_lsh_threshold: float = Field(
-        0.5, gt=0, le=1, description="LSH banding target (MinHash mean) proposing candidates."
+        0.3, gt=0, le=1, description="LSH banding target (prompt MinHash) proposing candidates."
     )
     leak_threshold: float = Field(
         0.5, gt=0, le=1, description="Leak if mean prompt/code Jaccard to a frozen task >= this."

@@ -3,7 +3,7 @@
 Exact: sha256 of the normalised prompt plus the normalised AST of the reference
 solution (docstrings dropped, formatting and comments irrelevant). Near, in two steps:
 MinHash of prompt+code shingles (codeloop.minhash) banded in numpy proposes candidate
-pairs generously (``lsh_threshold`` on the estimated mean Jaccard), and `verify_pair`
+pairs generously (``lsh_threshold`` on the prompt half's estimate), and `verify_pair`
 decides each candidate exactly on canonical views (codeloop.canon): identical canonical
 code with overlapping prompts, or high prompt+code Jaccard with no differing number or
 contrast word ("fourth" vs "fifth"). Both steps are greedy in input order: a task is
