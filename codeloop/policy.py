@@ -202,7 +202,7 @@ class Policy:
 def _corpus(tasks: list[Task]) -> list[str]:
     docs = []
     for t in tasks:
-        docs.append(P.task_prompt(t) + P.completion_text(t.reference_solution))
+        docs.append(P.task_prompt(t) + P.completion_text(t.reference_solution, P.signature(t)))
     # Feedback vocabulary, so multi-turn text does not fall apart into bytes.
     for status in ("failed", "runtime_error", "syntax_error", "timeout", "no_code"):
         docs.append(P.feedback_text(status, "assert f(1) == 2", "3", "NameError: name 'x'"))

@@ -5,10 +5,15 @@ An episode is one growing text; the model continues it after each marker:
     <|task|>{task prompt}
     Tests:
     {visible tests, one per line}
-    <|code|>{generation 1}<|end|>
+    <|code|>{signature}{generation 1}<|end|>
     <|feedback|>{status, failing test, got/expected, error}
-    <|revise|>{generation 2}<|end|>
+    <|revise|>{signature}{generation 2}<|end|>
     ...
+
+{signature} is the ``def entry_point(...):`` line of the reference solution when the
+solution starts with it (synthetic tasks; HumanEval style), else empty: the model then
+writes the body only and never has to copy the name, and the code of a turn is
+signature + generation (`extract_code(text, prefix=signature)`).
 
 The embedded tokenizer has these markers as special tokens and <|end|> as EOS, so a
 completion stops by itself. A hub model sees the same text; it learns the format in SFT
@@ -23,7 +28,7 @@ import re
 
 from codeloop.schema import Task
 
-PROMPT_TEMPLATE_VERSION = "cl-v1"
+PROMPT_TEMPLATE_VERSION = "cl-v2"
 
 TASK = "<|task|>"
 CODE = "<|code|>"
@@ -36,22 +41,38 @@ SPECIAL_TOKENS = (PAD, TASK, CODE, END, FEEDBACK, REVISE)
 MAX_FEEDBACK_CHARS = 400  # keeps multi-turn episodes inside the context window
 
 
+def signature(task: Task) -> str:
+    """The reference's leading ``def <entry_point>(...):`` line plus newline, or ""."""
+    first = task.reference_solution.lstrip("\n").split("\n", 1)[0]
+    if task.entry_point and re.fullmatch(rf"def {re.escape(task.entry_point)}\(.*\):\s*", first):
+        return first.rstrip() + "\n"
+    return ""
+
+
 def task_prompt(task: Task, max_tests: int = 2) -> str:
-    """The first-turn prompt: task text, a few visible tests, then the code marker."""
+    """The first-turn prompt: task text, a few visible tests, the code marker, signature."""
     tests = "\n".join(task.visible_tests[:max_tests])
     head = f"{TASK}{task.prompt.strip()}\n"
     if tests:
         head += f"Tests:\n{tests}\n"
-    return head + CODE
+    return head + CODE + signature(task)
 
 
-def completion_text(code: str) -> str:
-    """What the model should produce after a code/revise marker (used by SFT)."""
+def completion_text(code: str, prefix: str = "") -> str:
+    """What the model should produce after the prompt (used by SFT): code minus prefix."""
+    code = code.lstrip("\n")
+    if prefix and code.startswith(prefix):
+        code = code[len(prefix) :]
     return code.rstrip() + "\n" + END
 
 
 def feedback_text(
-    status: str, failing_test: str = "", got: str = "", error: str = "", stderr: str = ""
+    status: str,
+    failing_test: str = "",
+    got: str = "",
+    error: str = "",
+    stderr: str = "",
+    prefix: str = "",
 ) -> str:
     """Environment feedback after a failed run, ending with the revise marker.
 
@@ -68,25 +89,28 @@ def feedback_text(
     elif stderr:
         lines.append(f"stderr: {stderr.strip().splitlines()[-1] if stderr.strip() else ''}")
     body = "\n".join(lines)[:MAX_FEEDBACK_CHARS]
-    return f"\n{FEEDBACK}{body}\n{REVISE}"
+    return f"\n{FEEDBACK}{body}\n{REVISE}{prefix}"
 
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py|Python)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
 
 
-def extract_code(text: str) -> str:
-    """Code from a model completion: the first fenced block with a def, else raw text.
+def extract_code(text: str, prefix: str = "") -> str:
+    """Code from a model completion: the first fenced block with a def, else prefix + text.
 
     Raw text is cut at the end marker and trimmed to its longest prefix that parses, so
     a truncated trailing line does not turn an otherwise correct answer into a syntax
-    error. Returns "" when nothing code-like is there (terminal reason no_code).
+    error. Returns "" when nothing code-like is there (terminal reason no_code). `prefix`
+    is the signature the prompt ended with (the completion continues it).
     """
     text = text.split(END, 1)[0]
     blocks = [b for b in _FENCE.findall(text) if b.strip()]
     if blocks:
         with_def = [b for b in blocks if "def " in b]
         return (with_def or blocks)[0].strip("\n") + "\n"
-    lines = text.strip("\n").splitlines()
+    if not text.strip():
+        return ""
+    lines = (prefix + text).strip("\n").splitlines()
     if not lines:
         return ""
     for cut in range(len(lines), 0, -1):

@@ -77,7 +77,7 @@ def observation_from(res: ExecResult) -> Observation:
     )
 
 
-def feedback_for(res: ExecResult) -> str:
+def feedback_for(res: ExecResult, prefix: str = "") -> str:
     """Feedback text from a failed run on visible tests (status, test, got, error)."""
     failing = next((t for t in res.test_results if not t.passed), None)
     got = failing.got if failing else ""
@@ -87,7 +87,7 @@ def feedback_for(res: ExecResult) -> str:
     if err_type or err_msg:
         error = f"{err_type}: {err_msg}".strip(": ")
     test = res.failing_test or (failing.test if failing else "")
-    return P.feedback_text(res.status, test, got=got, error=error, stderr=res.stderr)
+    return P.feedback_text(res.status, test, got=got, error=error, stderr=res.stderr, prefix=prefix)
 
 
 def _run_jobs(executor, jobs: list[ExecJob]) -> list[ExecResult | SandboxError]:
@@ -121,7 +121,7 @@ def _generate_turn(policy, active: list[_Episode], cfg, step: int, iteration: in
         e.ids += g.token_ids
         e.mask += [1] * len(g.token_ids)
         e.logps += list(g.logprobs)
-        code = P.extract_code(g.text)
+        code = P.extract_code(g.text, prefix=P.signature(e.task))
         e.actions.append(
             Action(step=step, action_type="generate" if step == 0 else "revise", content=g.text)
         )
@@ -160,7 +160,7 @@ def _judge_turn(policy, executor, active, timeout_s: float, last_turn: bool) -> 
         elif last_turn:
             e.terminal = "timeout" if res.status == "timeout" else "max_steps"
         else:
-            fb = policy.encode(feedback_for(res))
+            fb = policy.encode(feedback_for(res, P.signature(e.task)))
             e.ids += fb
             e.mask += [0] * len(fb)
             e.logps += [0.0] * len(fb)

@@ -26,7 +26,7 @@ def sft_examples(policy: Policy, tasks: list[Task], max_len: int) -> list[tuple[
         if not t.reference_solution.strip():
             continue
         prompt = policy.encode(P.task_prompt(t))
-        completion = policy.encode(P.completion_text(t.reference_solution))
+        completion = policy.encode(P.completion_text(t.reference_solution, P.signature(t)))
         ids = prompt + completion
         if len(ids) <= max_len:
             out.append((ids, len(prompt)))

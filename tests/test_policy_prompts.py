@@ -64,3 +64,34 @@ def test_feedback_names_status_failing_test_and_ends_with_revise_marker():
 def test_feedback_is_capped_in_length():
     fb = P.feedback_text("runtime_error", error="x" * 10_000)
     assert len(fb) < P.MAX_FEEDBACK_CHARS + 50
+
+
+def _synthetic_task() -> Task:
+    t = _task()
+    t.reference_solution = "def add_one(x):\n    x = x + 1\n    return x\n"
+    return t
+
+
+def test_prompt_ends_with_the_reference_signature_when_it_leads_the_solution():
+    assert P.task_prompt(_synthetic_task()).endswith(P.CODE + "def add_one(x):\n")
+
+
+def test_no_signature_when_the_solution_does_not_start_with_the_entry_point():
+    t = _synthetic_task()
+    t.reference_solution = "import math\n" + t.reference_solution
+    assert P.signature(t) == ""
+
+
+def test_sft_completion_omits_the_signature_the_prompt_already_has():
+    t = _synthetic_task()
+    body = P.completion_text(t.reference_solution, P.signature(t))
+    assert body == "    x = x + 1\n    return x\n" + P.END
+
+
+def test_completion_continues_the_signature_prefix():
+    code = P.extract_code("    return x + 1\n" + P.END, prefix="def f(x):\n")
+    assert code == "def f(x):\n    return x + 1\n"
+
+
+def test_an_empty_completion_after_a_signature_is_no_code():
+    assert P.extract_code(P.END, prefix="def f(x):\n") == ""
