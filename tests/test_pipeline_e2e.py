@@ -29,11 +29,12 @@ TINY = {
         "n_head": 2,
         "n_embd": 32,
         "n_positions": 512,
-        "sft_steps": 10,
-        "sft_batch_size": 8,
     },
-    "clean": {"sources": [{"kind": "synthetic", "n": 40, "seed": 1, "max_depth": 2}],
-              "verify_runs": 1},
+    "sft": {"steps": 10, "batch_size": 8, "max_len": 256},
+    "clean": {
+        "sources": [{"kind": "synthetic", "n": 40, "seed": 1, "max_depth": 2}],
+        "verify_runs": 1,
+    },
     "bucket": {"tasks_per_iteration": 6},
     "rollout": {"samples_per_task": 3, "max_steps": 2, "max_new_tokens": 24, "batch_size": 16},
     "train": {"steps": 1, "micro_batch_size": 4, "grad_accum": 1},
@@ -63,7 +64,11 @@ def _dvc(cwd: Path, *args: str) -> subprocess.CompletedProcess:
         env["PREFECT_API_URL"] = PREFECT_API_URL.value()
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     proc = subprocess.run(
-        [sys.executable, "-m", "dvc", *args], cwd=cwd, env=env, capture_output=True, text=True,
+        [sys.executable, "-m", "dvc", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=900,
     )
     if proc.returncode != 0:
