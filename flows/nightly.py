@@ -25,6 +25,7 @@ params.yaml records the value that was used.
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -46,17 +47,53 @@ from codeloop.io import read_json, read_trajectories, write_json
 from codeloop.rollback import dvc, git, require_clean, workspace_lock
 from tasks.ops import dvc_pull, dvc_push, publish_gate_artifacts, repro_stage
 
-PIPELINE = ("clean", "policy_init", "bucket", "rollout", "score", "train", "evaluate")
+PIPELINE = ("clean", "policy_init", "sft", "bucket", "rollout", "score", "train", "evaluate")
 # Tracked paths a night may modify; restored from HEAD when the night fails.
 TOUCHED = ("dvc.lock", "params.yaml", "metrics", "history", "models/.gitignore")
 # Untracked memory of the last night tried here (survives the restore of a refused night).
 NIGHTS_STATE = Path(".dvc/tmp/codeloop-nights.json")
 
 
+def _paths(entries: list, params: dict) -> list[str]:
+    """dvc.yaml deps/outs entries (strings or one-key dicts) with ${a.b} resolved."""
+
+    def resolve(m: re.Match) -> str:
+        val: Any = params
+        for key in m.group(1).split("."):
+            val = (val or {}).get(key) if isinstance(val, dict) else None
+        return str(val) if val is not None else m.group(0)
+
+    names = [e if isinstance(e, str) else next(iter(e)) for e in entries or []]
+    return [re.sub(r"\$\{\s*([\w.]+)\s*\}", resolve, n).rstrip("/") for n in names]
+
+
+def _under(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
 def stage_order(repo: Path) -> list[str]:
-    """dvc.yaml's stages in pipeline order (known ones first, any others after)."""
-    stages = list((yaml.safe_load((repo / "dvc.yaml").read_text()) or {}).get("stages", {}))
-    return [s for s in PIPELINE if s in stages] + [s for s in stages if s not in PIPELINE]
+    """dvc.yaml's stages in dependency order (a stage after every stage whose outs it
+    reads); ties in PIPELINE order, then dvc.yaml order."""
+    stages = (yaml.safe_load((repo / "dvc.yaml").read_text()) or {}).get("stages", {})
+    params = yaml.safe_load((repo / "params.yaml").read_text()) or {}
+    outs = {
+        n: _paths([*s.get("outs", []), *s.get("metrics", []), *s.get("plots", [])], params)
+        for n, s in stages.items()
+    }
+    deps = {n: _paths(s.get("deps", []), params) for n, s in stages.items()}
+    needs = {
+        b: {a for a in stages if a != b and any(_under(d, o) for d in deps[b] for o in outs[a])}
+        for b in stages
+    }
+    rank = {n: (PIPELINE.index(n) if n in PIPELINE else len(PIPELINE), i)
+            for i, n in enumerate(stages)}  # fmt: skip
+    order: list[str] = []
+    while len(order) < len(stages):
+        ready = [n for n in stages if n not in order and needs[n] <= set(order)]
+        if not ready:
+            raise ValueError(f"dvc.yaml: stages depend on each other in a cycle: {needs}")
+        order.append(min(ready, key=rank.__getitem__))
+    return order
 
 
 def next_night(repo: Path) -> int | None:
