@@ -19,6 +19,7 @@ import pytest
 from codeloop.config import SandboxConfig
 from codeloop.sandbox import ExecJob, make_executor
 from codeloop.sandbox.docker_backend import skip_without_docker_engine
+from codeloop.sandbox.judge import wall_cap
 
 SECRET = "codeloop-hostile-secret-5d1e"
 HOST_MARK = Path("/work/main/.hostile-was-here")
@@ -153,7 +154,9 @@ def test_hostile_program_gets_no_pass_and_leaves_no_trace(executor, listener, na
     r = executor.run(ExecJob(code=code, tests=TESTS))
     wall = time.monotonic() - t0
     assert not r.passed and r.tests_passed == 0, (r.status, r.test_results)
-    assert wall < 2.0 + 8.0
+    # Bounded: the time budget (2 s) is charged in CPU and non-waiting time, so on a
+    # loaded host a CPU burner may run longer in wall time, never past the hard cap.
+    assert wall < wall_cap(2.0) + 5.0
     assert SECRET not in r.stdout + r.stderr + "".join(t.got + t.message for t in r.test_results)
     assert os.getpid() and zygote_pid(executor) == pid  # we and the zygote are alive
     assert zygote_children(pid) == []

@@ -71,7 +71,7 @@ class DockerZygote:
     def __init__(self, client, cfg: SandboxConfig, slot: int, start_timeout: float = 60.0) -> None:
         opts = {"harness": HARNESS_SRC, "uid": None, "work_root": "/tmp/codeloop-work",
                 "preload": PRELOAD, "private_scratch": True, "nproc": 4096,
-                "watch_parent": False}  # fmt: skip
+                "watch_parent": False, "oom_fault": False}  # fmt: skip
         try:
             self.container = client.containers.create(
                 IMAGE,

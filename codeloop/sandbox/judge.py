@@ -147,6 +147,8 @@ def _missing_status(resp: dict) -> tuple[str, str]:
         return "timeout", _DEADLINES.get(resp.get("deadline"), "time limit reached")
     if sig == signal.SIGXCPU or (sig == signal.SIGKILL and resp.get("cpu_rlimit")):
         return "timeout", "CPU time limit of a process reached"
+    if resp.get("oom_killed"):
+        return "memory_limit", "killed by the OOM killer of the job's container"
     if sig == signal.SIGXFSZ:
         return "output_limit", "file size limit reached"
     if sig is not None:

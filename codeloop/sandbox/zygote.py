@@ -8,12 +8,9 @@ length + JSON. Per job: fork, new session, rlimits, scrubbed env, fresh work dir
 /dev/null, capped pipes, a time budget, then SIGKILL of every process the job left (as PID
 1 of its namespace: kill(-1); otherwise as the job's uid plus the subreaper's children) and
 removal of every file it wrote. The zygote never interprets results: it ships the child's
-raw result lines back and the parent (codeloop.sandbox.judge) decides.
-
-The time budget (``timeout``) is charged, every SAMPLE_S, from /proc: the CPU seconds of
-the job's processes, and the wall time the job spent not waiting for a CPU (schedstat run
--queue wait is subtracted), so a loaded host slows a job down without timing it out;
-``wall_cap`` bounds the rest. A kill we send for either is reported as ``timed_out``.
+raw result lines back and the parent (codeloop.sandbox.judge) decides. The time budget is
+charged from /proc every SAMPLE_S: CPU seconds of the job's processes and wall time not spent
+waiting for a CPU (schedstat), so load slows a job without timing it out (``wall_cap`` caps).
 """
 
 import ctypes
@@ -334,7 +331,9 @@ def run(job, opts, ctl=None):
             os.close(r)
         sweep(opts, workdir)
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    ours = bool(spent) or bool(over)  # we sent the SIGKILL
+    # an OOM kill we did not cause (no budget spent, no cap hit): host memory pressure, a
+    # fault; in a container of the job's own (oom_fault off) the job's memory_limit
+    oom = sig == signal.SIGKILL and not (spent or over) and ooms >= 0 and oom_kills() > ooms
     return {
         "results": bufs["res"][: caps["res"]].decode("utf-8", "replace"),
         "stdout": bufs["out"][: caps["out"]].decode("utf-8", "replace"),
@@ -344,7 +343,7 @@ def run(job, opts, ctl=None):
         "wall_ms": wall * 1000.0, "cpu_s": child_cpu,
         # RLIMIT_CPU's hard limit is a SIGKILL too: a CPU limit, not a crash
         "cpu_rlimit": sig == signal.SIGKILL and child_cpu >= int(job["timeout"]) + 1 - 0.05,
-        "host_oom": sig == signal.SIGKILL and not ours and ooms >= 0 and oom_kills() > ooms,
+        ("host_oom" if opts.get("oom_fault", True) else "oom_killed"): oom,
     }  # fmt: skip
 
 
