@@ -40,6 +40,7 @@ class ChunkJob:
     dataset_version: str
     iteration: int
     score: bool = True
+    torch_threads: int = 0  # 0: as Policy.load sets it (all cores of the process)
 
 
 class _SerialisedPolicy:
@@ -64,6 +65,10 @@ def run_chunk(job: ChunkJob) -> list[Trajectory]:
     from codeloop.sandbox import make_executor
 
     policy = _SerialisedPolicy(Policy.load(job.policy_dir))
+    if job.torch_threads:
+        import torch
+
+        torch.set_num_threads(job.torch_threads)
     executor = make_executor(job.sandbox)
     try:
         trajs = run_rollout(
@@ -94,8 +99,15 @@ def rollout_and_score(
     dataset_version: str,
     n_chunks: int = 0,
     score: bool = True,
+    torch_threads: int = 0,
 ) -> list[Trajectory]:
-    """All tasks' trajectories, scored, in task order; n_chunks 0 = one per worker."""
+    """All tasks' trajectories, scored, in task order; n_chunks 0 = one per worker.
+
+    torch_threads > 0 caps torch's threads in each chunk (local worker processes share
+    the cores, and each would otherwise use all of them). It is off by default because a
+    different thread count can change matmul rounding and thus the sampled tokens: with
+    it, engines no longer give bit-identical rows.
+    """
     chunks = chunked(tasks, n_chunks or runner.workers)
     jobs = [
         ChunkJob(
@@ -107,6 +119,7 @@ def rollout_and_score(
             dataset_version=dataset_version,
             iteration=rollout.iteration,
             score=score,
+            torch_threads=torch_threads,
         )
         for c in chunks
     ]
