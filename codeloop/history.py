@@ -87,10 +87,11 @@ def _parse_row(raw: dict[str, str], path: Path, lineno: int) -> dict[str, Any]:
             raise HistoryError(
                 f"{path}: row {lineno}: field {name!r}: not a number ({val!r})"
             ) from None
-    try:
-        row["pass_at_1"] = json.loads(raw.get("pass_at_1") or "{}")
-    except json.JSONDecodeError:
-        raise HistoryError(f"{path}: row {lineno}: field 'pass_at_1': not a JSON object") from None
+    for name in ("pass_at_1", "reward_components"):
+        try:
+            row[name] = json.loads(raw.get(name) or "{}")
+        except json.JSONDecodeError:
+            raise HistoryError(f"{path}: row {lineno}: field {name!r}: not a JSON object") from None
     return row
 
 

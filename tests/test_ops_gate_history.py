@@ -102,3 +102,22 @@ def test_a_pass_rate_outside_0_1_is_rejected_naming_the_task(tmp_path):
     path.write_text('{"t7": 1.5}')
     with pytest.raises(HistoryError, match="t7"):
         read_pass_rates(path)
+
+
+def test_history_rows_read_back_feed_the_plot_of_the_next_iteration(tmp_path):
+    from codeloop.history import plot_rows
+
+    path = tmp_path / "iterations.csv"
+    score = {"components": {"pass_rate": {"mean": 0.5}}}
+    row = make_row(
+        1,
+        model_version="m",
+        dataset_version="d",
+        reward_fn_version="v1",
+        eval_metrics=_eval(heldout=0.4),
+        score_metrics=score,
+    )
+    append_iteration(row, path)
+    (back,) = read_iterations(path)
+    assert isinstance(back["reward_components"], dict)
+    assert len(plot_rows([back, _row(2, heldout=0.5)])) == 2
