@@ -26,7 +26,7 @@ def train(params_path: str = "params.yaml", root: str = ".") -> dict[str, Any]:
     """Train models/candidate from data/trajectories; write metrics/train.json."""
     base = Path(root)
     params = load_params(base / params_path)
-    preflight = check_preflight(params)
+    preflight = check_preflight(params, str(base))
     trajectories = load_trajectories(str(base / "data/trajectories"))
     policy_dir = Path(params.policy.checkpoint)
     if not policy_dir.is_absolute():

@@ -9,24 +9,17 @@ from prefect.logging import get_run_logger
 
 from codeloop.config import Params, TrainConfig
 from codeloop.io import read_trajectories
+from codeloop.preflight import run_preflight
 from codeloop.schema import Trajectory
 
 
 @task(name="preflight")
-def check_preflight(params: Params) -> dict[str, Any]:
-    """Refuse to train when `codeloop preflight` fails (skipped while the module is absent)."""
-    log = get_run_logger()
-    try:
-        from codeloop.preflight import run_preflight
-    except ModuleNotFoundError as exc:
-        if exc.name != "codeloop.preflight":
-            raise
-        log.warning("codeloop.preflight is not available: training without a preflight check")
-        return {"ok": None, "skipped": "codeloop.preflight not installed"}
-    report = run_preflight(params)
+def check_preflight(params: Params, root: str = ".") -> dict[str, Any]:
+    """Refuse to train when `codeloop preflight` fails on the workspace at ``root``."""
+    report = run_preflight(params, root)
     if not report.ok:
-        raise RuntimeError(f"preflight failed, refusing to train:\n{report}")
-    log.info("preflight ok")
+        raise RuntimeError(f"preflight failed, refusing to train:\n{report.render()}")
+    get_run_logger().info("preflight ok")
     return {"ok": True}
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -31,8 +29,18 @@ def _workspace(root: Path, policy_dir: Path, scored: bool = True) -> None:
     (root / "params.yaml").write_text(yaml.safe_dump(params))
 
 
+@pytest.fixture
+def preflight_passes(monkeypatch):
+    """These tests are about what train writes, not the checklist (tested on its own)."""
+    import tasks.train
+    from codeloop.preflight import Check, PreflightReport
+
+    ok = PreflightReport(checks=[Check(name="stand-in", ok=True, reason="", fix="")])
+    monkeypatch.setattr(tasks.train, "run_preflight", lambda params, root=".": ok)
+
+
 def test_train_flow_writes_the_candidate_and_its_metrics(
-    prefect_harness, tiny_policy_dir, tmp_path
+    prefect_harness, tiny_policy_dir, tmp_path, preflight_passes
 ):
     from flows.train import train
 
@@ -46,7 +54,9 @@ def test_train_flow_writes_the_candidate_and_its_metrics(
     assert len((cand / "train_history.jsonl").read_text().splitlines()) == 2
 
 
-def test_train_flow_refuses_unscored_trajectories(prefect_harness, tiny_policy_dir, tmp_path):
+def test_train_flow_refuses_unscored_trajectories(
+    prefect_harness, tiny_policy_dir, tmp_path, preflight_passes
+):
     from flows.train import train
 
     _workspace(tmp_path, tiny_policy_dir, scored=False)
@@ -56,20 +66,15 @@ def test_train_flow_refuses_unscored_trajectories(prefect_harness, tiny_policy_d
 
 
 def test_train_flow_refuses_to_start_when_preflight_fails(
-    prefect_harness, tiny_policy_dir, tmp_path, monkeypatch
+    prefect_harness, tiny_policy_dir, tmp_path
 ):
     from flows.train import train
 
-    class Report:
-        ok = False
-
-        def __str__(self) -> str:
-            return "disk: 0 bytes free"
-
-    fake = types.ModuleType("codeloop.preflight")
-    fake.run_preflight = lambda params: Report()
-    monkeypatch.setitem(sys.modules, "codeloop.preflight", fake)
-    _workspace(tmp_path, tiny_policy_dir)
-    with pytest.raises(RuntimeError, match="(?s)preflight failed.*disk"):
+    _workspace(
+        tmp_path, tiny_policy_dir
+    )  # trajectories but no clean data: the real checklist fails
+    with pytest.raises(
+        RuntimeError, match="(?s)preflight failed.*data/clean/tasks.parquet missing"
+    ):
         train(root=str(tmp_path))
     assert not (tmp_path / "models/candidate").exists()
