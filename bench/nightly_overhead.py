@@ -129,6 +129,7 @@ def main() -> int:
         (run,) = httpx.post(f"{api}/flow_runs/filter", json=flows, timeout=10).json()
         body = {"flow_runs": {"id": {"any_": [run["id"]]}}, "limit": 200}
         runs = httpx.post(f"{api}/task_runs/filter", json=body, timeout=10).json()
+        runs.sort(key=lambda r: r.get("start_time") or "")  # pipeline order
         task_secs = {r["name"].rsplit("-", 1)[0]: _secs(r) for r in runs}
         stages = [n.removeprefix("repro-") for n in task_secs if n.startswith("repro-")]
         direct = {
