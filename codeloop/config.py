@@ -46,7 +46,7 @@ class PolicyInitConfig(_Section):
 class SftConfig(_Section):
     steps: int = Field(400, ge=0, description="SFT optimizer steps on reference solutions; 0 = copy.")
     batch_size: int = Field(16, ge=1, description="SFT sequences per step.")
-    lr: float = Field(2e-3, gt=0, le=1.0, description="SFT AdamW peak learning rate.")
+    lr: float = Field(3e-3, gt=0, le=1.0, description="SFT AdamW peak learning rate.")
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps before cosine decay.")
     max_len: int = Field(512, ge=32, description="Longest SFT example in tokens (longer: skipped).")
     seed: int = Field(0, description="Seed of SFT example order.")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from codeloop.schema import Task
 
-GENERATOR_VERSION = "synth-v1"
+GENERATOR_VERSION = "synth-v2"
 
 
 @dataclass(frozen=True)
@@ -43,33 +43,33 @@ def _r(lo: int, hi: int) -> tuple[int, ...]:
 # fmt: off
 OPS: tuple[Op, ...] = (
     # int -> int
-    Op("add", "int", "int", "{a} = {a} + {k}", ("adds {k} to it", "increases it by {k}"), lambda v, k: v + k, _r(1, 12)),
-    Op("sub", "int", "int", "{a} = {a} - {k}", ("subtracts {k} from it", "decreases it by {k}"), lambda v, k: v - k, _r(1, 12)),
-    Op("mul", "int", "int", "{a} = {a} * {k}", ("multiplies it by {k}", "scales it by {k}"), lambda v, k: v * k, _r(2, 7)),
+    Op("add", "int", "int", "{a} = {a} + {k}", ("adds {k} to it",), lambda v, k: v + k, _r(1, 9)),
+    Op("sub", "int", "int", "{a} = {a} - {k}", ("subtracts {k} from it",), lambda v, k: v - k, _r(1, 9)),
+    Op("mul", "int", "int", "{a} = {a} * {k}", ("multiplies it by {k}",), lambda v, k: v * k, _r(2, 7)),
     Op("fdiv", "int", "int", "{a} = {a} // {k}", ("floor-divides it by {k}",), lambda v, k: v // k, _r(2, 6)),
-    Op("mod", "int", "int", "{a} = {a} % {k}", ("takes it modulo {k}", "keeps its remainder mod {k}"), lambda v, k: v % k, _r(2, 9)),
+    Op("mod", "int", "int", "{a} = {a} % {k}", ("takes it modulo {k}",), lambda v, k: v % k, _r(2, 9)),
     Op("square", "int", "int", "{a} = {a} * {a}", ("squares it",), lambda v, k: v * v),
-    Op("neg", "int", "int", "{a} = -{a}", ("negates it", "flips its sign"), lambda v, k: -v),
+    Op("neg", "int", "int", "{a} = -{a}", ("negates it",), lambda v, k: -v),
     Op("abs", "int", "int", "{a} = abs({a})", ("takes its absolute value",), lambda v, k: abs(v)),
-    Op("max", "int", "int", "{a} = max({a}, {k})", ("takes the larger of it and {k}",), lambda v, k: max(v, k), _r(-5, 10)),
-    Op("min", "int", "int", "{a} = min({a}, {k})", ("takes the smaller of it and {k}",), lambda v, k: min(v, k), _r(-5, 10)),
+    Op("max", "int", "int", "{a} = max({a}, {k})", ("takes the larger of it and {k}",), lambda v, k: max(v, k), _r(0, 9)),
+    Op("min", "int", "int", "{a} = min({a}, {k})", ("takes the smaller of it and {k}",), lambda v, k: min(v, k), _r(0, 9)),
     # list -> list
-    Op("rev", "list", "list", "{a} = {a}[::-1]", ("reverses it", "reverses the order of its items"), lambda v, k: v[::-1]),
+    Op("rev", "list", "list", "{a} = {a}[::-1]", ("reverses it",), lambda v, k: v[::-1]),
     Op("sort", "list", "list", "{a} = sorted({a})", ("sorts it in ascending order",), lambda v, k: sorted(v)),
     Op("ladd", "list", "list", "{a} = [v + {k} for v in {a}]", ("adds {k} to every item",), lambda v, k: [e + k for e in v], _r(1, 9)),
     Op("lmul", "list", "list", "{a} = [v * {k} for v in {a}]", ("multiplies every item by {k}",), lambda v, k: [e * k for e in v], _r(2, 5)),
-    Op("even", "list", "list", "{a} = [v for v in {a} if v % 2 == 0]", ("keeps only the even items", "drops the odd items"), lambda v, k: [e for e in v if e % 2 == 0]),
+    Op("even", "list", "list", "{a} = [v for v in {a} if v % 2 == 0]", ("keeps only the even items",), lambda v, k: [e for e in v if e % 2 == 0]),
     Op("gt", "list", "list", "{a} = [v for v in {a} if v > {k}]", ("keeps only the items greater than {k}",), lambda v, k: [e for e in v if e > k], _r(0, 6)),
     Op("take", "list", "list", "{a} = {a}[:{k}]", ("keeps its first {k} items",), lambda v, k: v[:k], _r(1, 4)),
     Op("drop", "list", "list", "{a} = {a}[{k}:]", ("drops its first {k} items",), lambda v, k: v[k:], _r(1, 3)),
     # list -> int
-    Op("sum", "list", "int", "{a} = sum({a})", ("sums its items", "adds up its items"), lambda v, k: sum(v)),
+    Op("sum", "list", "int", "{a} = sum({a})", ("sums its items",), lambda v, k: sum(v)),
     Op("len", "list", "int", "{a} = len({a})", ("counts its items",), lambda v, k: len(v)),
     Op("lmax", "list", "int", "{a} = max({a}, default=0)", ("takes its largest item (0 if empty)",), lambda v, k: max(v, default=0)),
     Op("count", "list", "int", "{a} = {a}.count({k})", ("counts how often {k} occurs in it",), lambda v, k: v.count(k), _r(0, 5)),
     # str -> str
     Op("upper", "str", "str", "{a} = {a}.upper()", ("converts it to upper case",), lambda v, k: v.upper()),
-    Op("srev", "str", "str", "{a} = {a}[::-1]", ("reverses it", "writes it backwards"), lambda v, k: v[::-1]),
+    Op("srev", "str", "str", "{a} = {a}[::-1]", ("reverses it",), lambda v, k: v[::-1]),
     Op("suffix", "str", "str", "{a} = {a} + {k!r}", ("appends {k!r} to it",), lambda v, k: v + k, ("ab", "x", "ing", "!", "zz")),
     Op("prefix", "str", "str", "{a} = {k!r} + {a}", ("puts {k!r} in front of it",), lambda v, k: k + v, ("re", "un", "a", "_")),
     Op("repeat", "str", "str", "{a} = {a} * {k}", ("repeats it {k} times",), lambda v, k: v * k, _r(2, 3)),
@@ -81,34 +81,17 @@ OPS: tuple[Op, ...] = (
 )
 # fmt: on
 
-ARG_NAMES = {
-    "int": ("x", "n", "num", "value"),
-    "list": ("xs", "items", "nums", "values"),
-    "str": ("s", "text", "word"),
-}
+# One argument name per type, one opening, one joiner, one phrase per op and one-digit
+# constants (one BPE token each, copied as is from prompt to code) (synth-v2):
+# the corpus is for a ~1M-parameter model trained for minutes, so the language is as
+# regular as a spec. Variety lives in the programs (ops, constants, depth), which is
+# what the difficulty knob and GRPO need; v1's synonyms and arg-name copying left the
+# SFT'd model at 0% pass.
+ARG_NAMES = {"int": "x", "list": "xs", "str": "s"}
 TYPE_WORDS = {"int": "an integer", "list": "a list of integers", "str": "a string"}
-FN_STEMS = (
-    "calc",
-    "transform",
-    "process",
-    "compute",
-    "apply",
-    "mix",
-    "step",
-    "convert",
-    "reduce",
-    "shape",
-    "chain",
-    "crunch",
-)
-OPENINGS = (
-    "Write a function",
-    "Write a Python function",
-    "Implement a function",
-    "Define a function",
-    "Create a function",
-)
-JOINERS = (", then ", ", and then ", "; then it ")
+FN_STEMS = ("calc", "transform", "process", "compute", "apply", "convert", "shape", "chain")
+OPENING = "Write a function"
+JOINER = ", then "
 NAME_WORDS = (
     "red",
     "blue",
@@ -188,15 +171,15 @@ def _chain(rng: random.Random, depth: int) -> tuple[str, list[tuple[Op, object]]
 
 def _render(rng: random.Random, t0: str, chain: list[tuple[Op, object]]) -> tuple[str, str, str]:
     """Return (function name, prompt, reference solution) for one chain."""
-    arg = rng.choice(ARG_NAMES[t0])
+    arg = ARG_NAMES[t0]
     # Word suffixes, not hex: a tiny model copies a name of 2-3 BPE tokens from the
     # prompt reliably, while random hex splits into arbitrary byte pieces.
     name = f"{rng.choice(FN_STEMS)}_{rng.choice(NAME_WORDS)}"
     steps = [rng.choice(op.phrases).format(a=arg, k=k) for op, k in chain]
     body = [f"    {op.code.format(a=arg, k=k)}" for op, k in chain]
     prompt = (
-        f"{rng.choice(OPENINGS)} {name}({arg}) that takes {TYPE_WORDS[t0]} {arg}, "
-        f"{rng.choice(JOINERS).join(steps)}, and returns the result."
+        f"{OPENING} {name}({arg}) that takes {TYPE_WORDS[t0]} {arg}, "
+        f"{JOINER.join(steps)}, and returns the result."
     )
     solution = "\n".join([f"def {name}({arg}):", *body, f"    return {arg}"]) + "\n"
     return name, prompt, solution
@@ -227,15 +210,20 @@ def _tests(rng: random.Random, name: str, t0: str, chain, n_tests: int) -> list[
 
 
 def generate_tasks(n: int, seed: int = 0, max_depth: int = 3) -> list[Task]:
-    """Generate `n` distinct tasks with depths spread evenly over 1..max_depth."""
+    """Generate `n` distinct tasks, depths 1..max_depth weighted towards easy.
+
+    Depth d gets weight max_depth - d + 1 (3:2:1 for max_depth 3): a tiny policy needs
+    many short programs to learn the phrase -> line mapping that deeper ones compose.
+    """
     if n < 0 or max_depth < 1:
         raise ValueError(f"generate_tasks: need n >= 0 and max_depth >= 1 (got {n}, {max_depth})")
     rng = random.Random(f"{GENERATOR_VERSION}:{seed}:{max_depth}")
     tasks: list[Task] = []
     seen_chains: set[tuple] = set()
     misses = [0] * (max_depth + 2)  # consecutive failed draws per depth
+    schedule = [d for d in range(1, max_depth + 1) for _ in range(max_depth - d + 1)]
     while len(tasks) < n:
-        depth = 1 + len(tasks) % max_depth
+        depth = schedule[len(tasks) % len(schedule)]
         # Shallow depths hold few distinct programs (~140 at depth 1): once one is
         # exhausted its slots go to the next depth instead of looping forever.
         while depth <= max_depth and misses[depth] > 60:

@@ -28,7 +28,7 @@ import re
 
 from codeloop.schema import Task
 
-PROMPT_TEMPLATE_VERSION = "cl-v2"
+PROMPT_TEMPLATE_VERSION = "cl-v3"
 
 TASK = "<|task|>"
 CODE = "<|code|>"
@@ -49,8 +49,13 @@ def signature(task: Task) -> str:
     return ""
 
 
-def task_prompt(task: Task, max_tests: int = 2) -> str:
-    """The first-turn prompt: task text, a few visible tests, the code marker, signature."""
+def task_prompt(task: Task, max_tests: int = 1) -> str:
+    """The first-turn prompt: task text, one visible test, the code marker, signature.
+
+    One test, not more (cl-v3): every extra assert is a line of numbers a tiny model must
+    learn to ignore when it copies the task's constants; the failing test comes back in
+    the feedback of a revise turn anyway.
+    """
     tests = "\n".join(task.visible_tests[:max_tests])
     head = f"{TASK}{task.prompt.strip()}\n"
     if tests:

@@ -75,3 +75,22 @@ def test_prompt_names_the_entry_point(tasks):
 def test_impossible_request_raises_a_clear_error():
     with pytest.raises(ValueError, match="max_depth=1"):
         generate_tasks(5000, seed=0, max_depth=1)
+
+
+def test_depth_mix_is_weighted_towards_easy_tasks(tasks):
+    depths = collections.Counter(t.difficulty for t in tasks)
+    assert depths[1] > depths[3] and depths[2] > depths[3]
+
+
+def test_each_argument_type_has_one_name(tasks):
+    names = collections.defaultdict(set)
+    for t in tasks:
+        arg = t.reference_solution.split("(", 1)[1].split(")", 1)[0]
+        names[t.prompt.split(" that takes ", 1)[1].split(",", 1)[0]].add(arg)
+    assert names and all(len(v) == 1 for v in names.values())
+
+
+def test_each_step_of_the_prompt_is_one_line_of_the_solution(tasks):
+    for t in tasks:
+        steps = t.prompt.split(", and returns", 1)[0].split(", then ")
+        assert len(steps) == t.difficulty
