@@ -60,6 +60,10 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--eval-samples", type=int, default=4, help="samples per held-out task")
     ap.add_argument("--init", default="", help="start from this saved SFT policy (skip SFT)")
     ap.add_argument("--save-init", default="", help="save the SFT policy here for reuse")
+    ap.add_argument(
+        "--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+        help="override any params key, e.g. --set train.loss_type=grpo (repeatable)",
+    )  # fmt: skip
     ap.add_argument("--out", default="metrics/learning_curve.csv")
     return ap.parse_args()
 
@@ -77,7 +81,15 @@ def _params(a: argparse.Namespace):
     upd["evaluate"] = p.evaluate.model_copy(update={"samples_per_task": a.eval_samples})
     if a.sft_steps is not None and hasattr(p, "sft"):
         upd["sft"] = p.sft.model_copy(update={"steps": a.sft_steps})
-    return p.model_copy(update=upd)
+    p = p.model_copy(update=upd)
+    for item in a.set:
+        key, _, value = item.partition("=")
+        section, _, field = key.partition(".")
+        sec = getattr(p, section)
+        kind = type(getattr(sec, field))
+        val = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+        p = p.model_copy(update={section: sec.model_copy(update={field: val})})
+    return p
 
 
 def _heldout(policy, tasks, executor, p) -> dict:

@@ -116,3 +116,16 @@ def test_odd_head_count_is_refused_with_the_key_named(tasks):
     bad = Params(policy_init=PolicyInitConfig(n_embd=30, n_head=4, vocab_size=400))
     with pytest.raises(ValueError, match="policy_init.n_embd"):
         build_embedded(bad, tasks)
+
+
+def test_torch_uses_one_thread_unless_codeloop_threads_says_otherwise(monkeypatch):
+    from codeloop.policy import set_threads
+
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv("CODELOOP_THREADS", raising=False)
+        assert set_threads() == 1 == torch.get_num_threads()
+        monkeypatch.setenv("CODELOOP_THREADS", "2")
+        assert set_threads() == 2 == torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
