@@ -25,12 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     modules = {}
     for name, mod_name in COMMANDS.items():
-        try:
-            mod = importlib.import_module(f"codeloop.commands.{mod_name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"codeloop.commands.{mod_name}":
-                raise
-            continue  # a command whose module is not there yet is simply not offered
+        mod = importlib.import_module(f"codeloop.commands.{mod_name}")
         modules[name] = mod
         mod.add_arguments(sub.add_parser(name, help=mod.HELP, description=mod.HELP))
     args = parser.parse_args(argv)

@@ -83,14 +83,11 @@ def hacking_alarms(history_rows: list[dict[str, Any]], current: dict[str, Any]) 
     """Alarms from the rewards engineer's pure detector over history rows.
 
     Rows use codeloop.history's field names (train_reward_mean, visible_pass_rate,
-    hidden_pass_rate, hidden_visible_gap). Until codeloop.rewards.alarm exists, no
-    alarm can be raised and the gate says so in its notes (see flows/evaluate.py).
+    hidden_pass_rate, hidden_visible_gap).
     """
-    try:
-        from codeloop.rewards import alarm as alarm_mod
-    except ImportError:
-        return []
-    found = alarm_mod.check_alarms(history_rows, current)
+    from codeloop.rewards.alarm import check_alarms
+
+    found = check_alarms(history_rows, current)
     return [str(a) for a in found]
 
 

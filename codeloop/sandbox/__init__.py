@@ -39,10 +39,6 @@ def make_executor(cfg: SandboxConfig | None = None) -> Executor:
         from codeloop.sandbox.docker_backend import DockerExecutor
 
         return DockerExecutor(cfg)
-    try:
-        from codeloop.sandbox.local import LocalExecutor
-    except ImportError:  # the zygote backend is not there yet: same protocol, fresh processes
-        from codeloop.sandbox.subprocess_backend import SubprocessExecutor
+    from codeloop.sandbox.local import LocalExecutor
 
-        return SubprocessExecutor(cfg)
     return LocalExecutor(cfg)
