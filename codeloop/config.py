@@ -49,6 +49,13 @@ class SftConfig(_Section):
     lr: float = Field(3e-3, gt=0, le=1.0, description="SFT AdamW peak learning rate.")
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps before cosine decay.")
     max_len: int = Field(512, ge=32, description="Longest SFT example in tokens (longer: skipped).")
+    revise_fraction: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of generated tasks that also get a revise example "
+        "(wrong program + its feedback -> reference), so multi-turn fixes can succeed.",
+    )
     seed: int = Field(0, description="Seed of SFT example order.")
 
 

@@ -13,8 +13,10 @@ stage splits them into visible and hidden.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -267,3 +269,77 @@ def generate_tasks(n: int, seed: int = 0, max_depth: int = 3) -> list[Task]:
             )
         )
     return tasks
+
+
+# ---------------------------------------------------------------- wrong programs
+
+
+def _parse_chain(task: Task) -> tuple[str, str, list[tuple[Op, object]]] | None:
+    """(def line, arg, chain) recovered from a generated reference solution, else None."""
+    lines = task.reference_solution.strip("\n").splitlines()
+    types = {a: t for t, a in ARG_NAMES.items()}
+    head = re.fullmatch(r"def \w+\((\w+)\):", lines[0]) if lines else None
+    if not head or head.group(1) not in types:
+        return None
+    arg, t = head.group(1), types[head.group(1)]
+    chain = []
+    for line in lines[1:-1]:
+        hit = next(
+            ((op, k) for op in OPS if op.t_in == t for k in op.ks
+             if f"    {op.code.format(a=arg, k=k)}" == line),
+            None,
+        )  # fmt: skip
+        if hit is None:
+            return None
+        chain.append(hit)
+        t = hit[0].t_out
+    return lines[0], arg, chain
+
+
+def _test_io(test: str) -> tuple[object, object] | None:
+    """(input, expected) of an ``assert f(<input>) == <expected>`` line."""
+    try:
+        cmp = ast.parse(test).body[0].test
+        return ast.literal_eval(cmp.left.args[0]), ast.literal_eval(cmp.comparators[0])
+    except (SyntaxError, AttributeError, IndexError, ValueError):
+        return None
+
+
+def _mutate(rng: random.Random, chain: list[tuple[Op, object]]) -> list[tuple[Op, object]]:
+    """One slip of the kind a small model makes: a wrong constant, op, or a dropped step."""
+    i = rng.randrange(len(chain))
+    op, k = chain[i]
+    kind = rng.choice(("const", "op", "drop"))
+    if kind == "const" and len(op.ks) > 1:
+        return [*chain[:i], (op, rng.choice([c for c in op.ks if c != k])), *chain[i + 1 :]]
+    if kind == "drop" and len(chain) > 1 and op.t_in == op.t_out:
+        return chain[:i] + chain[i + 1 :]
+    alts = [o for o in OPS if o.t_in == op.t_in and o.t_out == op.t_out and o.name != op.name]
+    alt = rng.choice(alts)
+    return [*chain[:i], (alt, rng.choice(alt.ks)), *chain[i + 1 :]]
+
+
+def wrong_solution(task: Task, rng: random.Random) -> tuple[str, str, object] | None:
+    """A plausible wrong program for a generated task, for revise-turn SFT.
+
+    Returns (code, first failing visible test, the value the code returns there), or
+    None when the task is not a generated one or no slip changes a test's outcome.
+    Values come from the ops' Python semantics (no sandbox), as the tests' do.
+    """
+    parsed = _parse_chain(task)
+    ios = [_test_io(t) for t in task.visible_tests]
+    if parsed is None or not parsed[2] or any(io is None for io in ios):
+        return None
+    head, arg, chain = parsed
+    for _ in range(8):
+        wrong = _mutate(rng, chain)
+        for test, (value, expected) in zip(task.visible_tests, ios, strict=True):
+            try:
+                for op, k in wrong:
+                    value = op.fn(value, k)
+            except Exception:  # a slip that would raise: try another one
+                break
+            if value != expected:
+                body = [f"    {op.code.format(a=arg, k=k)}" for op, k in wrong]
+                return "\n".join([head, *body, f"    return {arg}"]) + "\n", test, value
+    return None

@@ -4,6 +4,13 @@ Each example is the first-turn prompt (`prompts.task_prompt`) followed by the re
 solution and the end marker; the loss is on the completion tokens only, so the model
 learns to answer, not to write prompts. Without this the embedded tiny model never
 passes a test and every GRPO group ties at reward 0 (no gradient).
+
+Revise examples (``sft.revise_fraction`` of the tasks, generated tasks only): the prompt,
+a plausible wrong program (`generator.wrong_solution`), the feedback the rollout would
+show for it (`prompts.feedback_text`: status, failing visible test, got) and then the
+reference; loss on the reference only. Without them the model has never seen text after
+<|revise|> and the multi-turn fix essentially never succeeds. Token ids are the
+concatenation of separately encoded pieces, exactly as `codeloop.rollout` builds them.
 """
 
 from __future__ import annotations
@@ -15,21 +22,41 @@ import time
 import torch
 
 from codeloop import prompts as P
+from codeloop.generator import wrong_solution
 from codeloop.policy import Policy, set_threads
+from codeloop.sandbox.values import short_repr
 from codeloop.schema import Task
 
 
-def sft_examples(policy: Policy, tasks: list[Task], max_len: int) -> list[tuple[list[int], int]]:
-    """(token ids, prompt length) per task with a reference solution that fits max_len."""
+def sft_examples(
+    policy: Policy, tasks: list[Task], max_len: int, revise_fraction: float = 0.0, seed: int = 0
+) -> list[tuple[list[int], int]]:
+    """(token ids, context length) per example that fits max_len; loss on ids[context:].
+
+    One first-turn example per task with a reference solution, plus a revise example for
+    about ``revise_fraction`` of the generated tasks (see the module docstring).
+    """
+    rng = random.Random(f"sft-revise:{seed}")
     out = []
     for t in tasks:
         if not t.reference_solution.strip():
             continue
+        sig = P.signature(t)
         prompt = policy.encode(P.task_prompt(t))
-        completion = policy.encode(P.completion_text(t.reference_solution, P.signature(t)))
-        ids = prompt + completion
-        if len(ids) <= max_len:
-            out.append((ids, len(prompt)))
+        answer = policy.encode(P.completion_text(t.reference_solution, sig))
+        candidates = [(prompt, answer)]
+        wrong = wrong_solution(t, rng) if rng.random() < revise_fraction else None
+        if wrong is not None:
+            code, test, value = wrong
+            context = (
+                prompt
+                + policy.encode(P.completion_text(code, sig))
+                + policy.encode(P.feedback_text("failed", test, got=short_repr(value), prefix=sig))
+            )
+            candidates.append((context, answer))
+        for context, completion in candidates:
+            if len(context) + len(completion) <= max_len:
+                out.append((context + completion, len(context)))
     return out
 
 
@@ -48,17 +75,22 @@ def _batch(examples: list[tuple[list[int], int]], pad: int):
 def run_sft(policy: Policy, tasks: list[Task], cfg) -> dict:
     """Train `policy` in place on reference solutions; returns loss and timing stats.
 
-    cfg: codeloop.config.SftConfig (steps, batch_size, lr, warmup_steps, seed).
+    cfg: codeloop.config.SftConfig (steps, batch_size, lr, warmup_steps, revise_fraction,
+    seed).
     Linear warmup then cosine decay; AdamW; grad-norm clip 1.0.
     """
     set_threads()
     stats = {"steps": cfg.steps, "examples": 0, "loss_first": None, "loss_last": None}
     if cfg.steps == 0:
         return stats
-    examples = sft_examples(policy, tasks, min(policy.max_context, cfg.max_len))
+    max_len = min(policy.max_context, cfg.max_len)
+    # getattr: callers may pass a plain namespace without the newer field.
+    revise = getattr(cfg, "revise_fraction", 0.0)
+    examples = sft_examples(policy, tasks, max_len, revise, cfg.seed)
     if not examples:
         raise ValueError("sft: no task has a reference solution that fits sft.max_len")
     stats["examples"] = len(examples)
+    stats["revise_examples"] = len(examples) - len(sft_examples(policy, tasks, max_len))
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
     model = policy.model

@@ -153,3 +153,20 @@ def test_sandbox_failure_marks_infra_error_and_keeps_the_group_whole(policy, tas
     assert len(out) == CFG.samples_per_task
     assert all(t.terminal_reason == "infra_error" and "zygote died" in t.infra_error for t in out)
     assert not any(t.done for t in out)
+
+
+def test_the_trainer_recomputes_the_sampler_logprobs_of_a_real_rollout(trajs, policy):
+    import torch
+
+    from codeloop.grpo import token_logps
+    from codeloop.trainer import collate
+
+    # Left-padded batched sampling vs the trainer's right-padded forward over the same
+    # ids, including multi-turn rows with feedback in between: the ratio starts at 1.
+    assert any(len(t.actions) > 1 for t in trajs)
+    mb = collate(trajs, policy.tokenizer.pad_token_id)
+    with torch.no_grad():
+        logits = policy.model(input_ids=mb["input_ids"], attention_mask=mb["attention_mask"]).logits
+    logps, _ = token_logps(logits[:, :-1], mb["targets"], mb["temperature"])
+    diff = ((logps - mb["old_logps"]).abs() * mb["mask"]).max()
+    assert float(diff) < 1e-3

@@ -135,6 +135,23 @@ def test_training_raises_the_likelihood_of_the_rewarded_completion(tiny_policy_d
     assert gap_after > gap_before + 0.5
 
 
+def test_one_update_raises_rewarded_and_lowers_penalised_completions(tiny_policy_dir, tmp_path):
+    before = Policy.load(tiny_policy_dir)
+    trajs = [
+        _episode(before, "k", [(text, "")], reward, tid=f"k-{i}")
+        for i, (text, reward) in enumerate([(GOOD, 1.0), (GOOD, 1.0), (BAD, 0.0), (BAD, 0.0)])
+    ]
+    out = tmp_path / "c"
+    m = train_grpo(
+        tiny_policy_dir, trajs, _cfg(steps=1, beta=0.0, grad_accum=1, micro_batch_size=4), out
+    )
+    after = Policy.load(out)
+    assert m["steps"] == 1
+    # Positive advantage (GOOD) gains log-likelihood, negative (BAD) loses it.
+    assert _seq_logp(after, GOOD) > _seq_logp(before, GOOD)
+    assert _seq_logp(after, BAD) < _seq_logp(before, BAD)
+
+
 def test_infra_error_trajectories_are_excluded_and_counted(tiny_policy_dir, tmp_path):
     policy = Policy.load(tiny_policy_dir)
     trajs = _group(policy)

@@ -1,0 +1,75 @@
+"""SFT warm start with revise turns (codeloop.sft + generator.wrong_solution)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from codeloop import prompts as P
+from codeloop.config import SandboxConfig
+from codeloop.generator import generate_tasks, wrong_solution
+from codeloop.policy import Policy, train_tokenizer
+from codeloop.rollout import feedback_for
+from codeloop.sandbox import make_executor
+from codeloop.sandbox.base import ExecJob
+from codeloop.sandbox.values import short_repr
+from codeloop.schema import Task
+from codeloop.sft import sft_examples
+
+
+@pytest.fixture(scope="module")
+def tasks() -> list[Task]:
+    return generate_tasks(12, seed=4)
+
+
+@pytest.fixture(scope="module")
+def policy(tasks) -> Policy:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tok = train_tokenizer(tasks, vocab_size=400)
+    cfg = GPT2Config(vocab_size=len(tok), n_positions=512, n_embd=32, n_layer=1, n_head=2)
+    return Policy(GPT2LMHeadModel(cfg), tok, name="tiny")
+
+
+def test_a_wrong_solution_gets_exactly_the_feedback_the_rollout_would_show(tasks):
+    ex = make_executor(SandboxConfig(timeout_s=2.0, workers=1))
+    rng = random.Random(0)
+    try:
+        for task in tasks[:6]:
+            code, test, value = wrong_solution(task, rng)
+            res = ex.run(
+                ExecJob(code=code, tests=list(task.visible_tests), entry_point=task.entry_point)
+            )
+            sig = P.signature(task)
+            expected = P.feedback_text("failed", test, got=short_repr(value), prefix=sig)
+            assert not res.passed
+            assert feedback_for(res, sig) == expected
+    finally:
+        ex.close()
+
+
+def test_wrong_solution_is_none_for_a_task_not_from_the_generator(tasks):
+    foreign = Task(
+        task_id="x/1", source="mbpp", prompt="p", entry_point="f",
+        reference_solution="def f(a):\n    return sorted(a)[0]\n",
+        visible_tests=["assert f([2, 1]) == 1"],
+    )  # fmt: skip
+    assert wrong_solution(foreign, random.Random(0)) is None
+
+
+def test_revise_examples_train_on_the_reference_after_the_feedback(policy, tasks):
+    plain = sft_examples(policy, tasks, 512)
+    both = sft_examples(policy, tasks, 512, revise_fraction=1.0)
+    revise = [(ids, n) for ids, n in both if (ids, n) not in plain]
+    assert len(plain) == len(tasks) and len(revise) == len(tasks)
+    for (ids, n), task in zip(revise, tasks, strict=True):
+        sig = P.signature(task)
+        context = policy.tokenizer.decode(ids[:n])
+        assert context.startswith(P.task_prompt(task)) and context.endswith(P.REVISE + sig)
+        assert ids[n:] == policy.encode(P.completion_text(task.reference_solution, sig))
+
+
+def test_without_revise_fraction_every_example_is_a_first_turn(policy, tasks):
+    for ids, _ in sft_examples(policy, tasks, 512):
+        assert P.FEEDBACK not in policy.tokenizer.decode(ids)
