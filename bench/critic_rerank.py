@@ -25,17 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from codeloop.config import SandboxConfig  # noqa: E402
 from codeloop.generator import generate_tasks  # noqa: E402
-from codeloop.rewards.critic import Critic, mutants  # noqa: E402
+from codeloop.rewards.critic import Critic, mutants, roc_auc  # noqa: E402
 from codeloop.sandbox import ExecJob, make_executor  # noqa: E402
-
-
-def _auc(scores: list[float], labels: list[int]) -> float:
-    pos = [s for s, y in zip(scores, labels, strict=True) if y]
-    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
-    if not pos or not neg:
-        return float("nan")
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
 
 
 def main() -> None:
@@ -92,7 +83,7 @@ def main() -> None:
     print(f"{'critic softmax sampling T=' + str(args.temperature):34s} {np.mean(guided):10.3f}")
     print(
         f"ratio critic top-1 / random: {np.mean(top1) / max(np.mean(rand), 1e-9):.2f}x; "
-        f"held-out AUC {_auc(all_s, all_y):.3f} (random 0.5)"
+        f"held-out AUC {roc_auc(all_s, all_y) or float('nan'):.3f} (random 0.5)"
     )
 
 

@@ -13,6 +13,7 @@ COMMANDS = {
     "exec": "exec_cmd",
     "clean": "clean",
     "replay": "replay",
+    "critic": "critic",
     "preflight": "preflight",
     "doctor": "doctor",
     "rollback": "rollback",

@@ -44,7 +44,9 @@ class PolicyInitConfig(_Section):
 
 
 class SftConfig(_Section):
-    steps: int = Field(400, ge=0, description="SFT optimizer steps on reference solutions; 0 = copy.")
+    steps: int = Field(
+        400, ge=0, description="SFT optimizer steps on reference solutions; 0 = copy."
+    )
     batch_size: int = Field(16, ge=1, description="SFT sequences per step.")
     lr: float = Field(3e-3, gt=0, le=1.0, description="SFT AdamW peak learning rate.")
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps before cosine decay.")
@@ -208,6 +210,17 @@ class ScoreConfig(_Section):
     )
 
 
+class CriticConfig(_Section):
+    holdout_fraction: float = Field(
+        0.2, ge=0, lt=1, description="Share of tasks held out to measure the critic's AUC."
+    )
+    seed: int = Field(0, description="Seed of the task-level holdout split.")
+    dim_bits: int = Field(16, ge=8, le=24, description="Hashed feature space = 2**dim_bits.")
+    epochs: int = Field(60, ge=1, description="Full-batch gradient steps of the fit.")
+    lr: float = Field(0.5, gt=0, description="Gradient step size of the logistic regression.")
+    l2: float = Field(1e-4, ge=0, description="L2 penalty on the weights.")
+
+
 class TrainConfig(_Section):
     steps: int = Field(8, ge=0, description="Optimizer steps per iteration.")
     lr: float = Field(1e-4, gt=0, le=1.0, description="AdamW learning rate.")
@@ -234,10 +247,14 @@ class TrainConfig(_Section):
         "they carry no policy gradient, so this only saves compute and KL-only steps.",
     )
     max_completion_length: int = Field(
-        0, ge=0, description="dr_grpo's constant length normaliser; 0 = longest episode's loss tokens."
+        0,
+        ge=0,
+        description="dr_grpo's constant length normaliser; 0 = longest episode's loss tokens.",
     )
     checkpoint_every: int = Field(
-        0, ge=0, description="Also save a checkpoint every N steps under checkpoints/; 0 = final only."
+        0,
+        ge=0,
+        description="Also save a checkpoint every N steps under checkpoints/; 0 = final only.",
     )
 
 
@@ -270,6 +287,9 @@ class Params(_Section):
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Rollout stage.")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward version.")
     score: ScoreConfig = Field(default_factory=ScoreConfig, description="Score stage.")
+    critic: CriticConfig = Field(
+        default_factory=CriticConfig, description="Learned critic stage (CodeRL)."
+    )
     train: TrainConfig = Field(default_factory=TrainConfig, description="GRPO train stage.")
     evaluate: EvaluateConfig = Field(
         default_factory=EvaluateConfig, description="Frozen-set evaluation stage."

@@ -83,6 +83,7 @@ class Episode:
     visible: ExecResult | None
     hidden: ExecResult | None
     infra_error: str = ""
+    code: str = ""
 
     @property
     def correct(self) -> bool:
@@ -140,6 +141,7 @@ def judge_episodes(
                 visible=verdicts.get((i, "visible")),
                 hidden=verdicts.get((i, "hidden")),
                 infra_error=tr.infra_error,
+                code=tr.final_code,
             )
         )
     return episodes
@@ -203,6 +205,25 @@ def per_task_pass_rates(episodes: list[Episode]) -> dict[str, float]:
     return {tid: sum(v) / len(v) for tid, v in sorted(seen.items())}
 
 
+def critic_selected_rate(
+    episodes: list[Episode], tasks_by_id: dict[str, Task], critic: Any
+) -> float:
+    """Share of tasks whose critic-chosen sample (top of ``critic.rerank``) is correct.
+
+    CodeRL's critic-guided selection at inference: of the n samples per task, submit the
+    one the critic rates most likely to pass. Compare with pass@1 (a random pick).
+    """
+    per_task: dict[str, list[Episode]] = defaultdict(list)
+    for e in episodes:
+        if not e.infra_error:
+            per_task[e.task_id].append(e)
+    hits = 0
+    for tid, es in per_task.items():
+        best = critic.rerank(tasks_by_id[tid], [e.code for e in es])[0]
+        hits += es[best].correct
+    return _rate(hits, len(per_task))
+
+
 def eval_rollout_config(cfg: EvaluateConfig) -> RolloutConfig:
     """The rollout settings evaluation samples with (from the `evaluate` params only)."""
     return RolloutConfig(
@@ -225,11 +246,13 @@ def evaluate_sets(
     timeout_s: float | None = None,
     dataset_version: str = "",
     iteration: int = 0,
+    critic: Any = None,
 ) -> dict[str, Any]:
     """Run the policy on every frozen set; return {"sets": {name: metrics}, ...}.
 
     Refuses (LeakError) when a frozen task appears in ``training_tasks``. Sets are
-    capped at ``cfg.max_tasks_per_set`` tasks (first ones, a stable choice).
+    capped at ``cfg.max_tasks_per_set`` tasks (first ones, a stable choice). With a
+    ``critic``, each set also reports ``pass@1_critic`` (critic-guided selection).
     """
     from codeloop.rollout import run_rollout  # the policy engineer's module; heavy (torch)
 
@@ -251,8 +274,11 @@ def evaluate_sets(
             dataset_version=dataset_version,
             iteration=iteration,
         )
-        episodes = judge_episodes(trajs, {t.task_id: t for t in tasks}, executor)
+        by_id = {t.task_id: t for t in tasks}
+        episodes = judge_episodes(trajs, by_id, executor)
         out["sets"][name] = set_metrics(episodes, cfg.samples_per_task)
+        if critic is not None:
+            out["sets"][name]["pass@1_critic"] = critic_selected_rate(episodes, by_id, critic)
         out["pass_rates"][name] = per_task_pass_rates(episodes)
     out["model_version"] = getattr(policy, "model_version", "")
     out["samples_per_task"] = cfg.samples_per_task

@@ -113,6 +113,25 @@ def set_checkpoint(params_path: str | Path, checkpoint: str) -> str:
     return set_param(params_path, "policy", "checkpoint", checkpoint)
 
 
+def _ship_critic(repo: Path, target: Path) -> None:
+    """Promote the night's critic (models/critic) with its checkpoint, as target/critic.
+
+    Why: score feeds the critic stage, so v2-critic cannot read models/critic without a
+    DVC cycle; it reads the last promoted critic instead (reward.critic_path, updated here
+    only when the reward version needs a critic, so other versions' score stays cached).
+    """
+    from codeloop.config import load_params
+    from codeloop.rewards.registry import get_composition
+
+    if not (repo / "models/critic/critic.json").exists():
+        return
+    shutil.copytree(repo / "models/critic", target / "critic")
+    if get_composition(load_params(repo / "params.yaml").reward.version).needs_critic:
+        set_param(
+            repo / "params.yaml", "reward", "critic_path", f"{target.relative_to(repo)}/critic"
+        )
+
+
 def promote(repo: str | Path, iteration: int, row: dict[str, Any], pass_rates: dict[str, float]):
     """Copy models/candidate to models/iter-NNNN, `dvc add` it, point policy.checkpoint
     at it, append the history row and merge pass rates. Returns the files to commit.
@@ -136,6 +155,7 @@ def promote(repo: str | Path, iteration: int, row: dict[str, Any], pass_rates: d
         raise FileExistsError(f"{target}: already exists; iteration {iteration} was promoted")
     try:
         shutil.copytree(repo / "models/candidate", target)
+        _ship_critic(repo, target)
         dvc(repo, "add", f"models/{tag}")
         set_checkpoint(repo / "params.yaml", f"models/{tag}")
         append_iteration(row, repo / ITERATIONS_CSV)

@@ -2,7 +2,8 @@
 
 Run: ``python -m flows.evaluate`` (reads ./params.yaml; no Prefect server needed).
 
-Reads models/candidate, data/clean/frozen/*.parquet (leak-checked against
+Reads models/candidate, models/critic (critic-guided selection, when the critic stage
+has written it), data/clean/frozen/*.parquet (leak-checked against
 data/clean/tasks.parquet), metrics/score.json, history/iterations.csv. Writes
 metrics/eval.json (DVC metrics: per-set metrics, the candidate's iteration, the gate
 decision) and metrics/eval_plot.json (DVC plots: one record per iteration, promoted
@@ -44,6 +45,7 @@ def evaluate(params_path: str = "params.yaml", root: str = ".") -> dict[str, Any
         str(base / "data/clean/tasks.parquet"),
         str(base / "data/clean/manifest.json"),
         iteration,
+        str(base / "models/critic") if (base / "models/critic/critic.json").exists() else "",
     )
     score = _maybe_json(base / "metrics/score.json")
     manifest = _maybe_json(base / "data/clean/manifest.json")

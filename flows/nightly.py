@@ -47,7 +47,9 @@ from codeloop.io import read_json, read_trajectories, write_json
 from codeloop.rollback import dvc, git, require_clean, workspace_lock
 from tasks.ops import dvc_pull, dvc_push, publish_gate_artifacts, repro_stage
 
-PIPELINE = ("clean", "policy_init", "sft", "bucket", "rollout", "score", "train", "evaluate")
+PIPELINE = (
+    "clean", "policy_init", "sft", "bucket", "rollout", "score", "critic", "train", "evaluate"
+)  # fmt: skip
 # Tracked paths a night may modify; restored from HEAD when the night fails.
 TOUCHED = ("dvc.lock", "params.yaml", "metrics", "history", "models/.gitignore")
 # Untracked memory of the last night tried here (survives the restore of a refused night).

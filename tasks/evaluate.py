@@ -31,13 +31,19 @@ def evaluate_candidate(
     training_tasks_path: str,
     manifest_path: str,
     iteration: int,
+    critic_dir: str = "",
 ) -> dict[str, Any]:
-    """Sample the candidate on the frozen sets and judge it (deterministic: no retries)."""
+    """Sample the candidate on the frozen sets and judge it (deterministic: no retries).
+
+    With ``critic_dir`` (the critic stage's output), each set also gets ``pass@1_critic``.
+    """
     from codeloop.policy import Policy
+    from codeloop.rewards.critic import Critic
     from codeloop.sandbox import make_executor
 
     log = get_run_logger()
     policy = Policy.load(policy_dir)
+    critic = Critic.load(critic_dir) if critic_dir else None
     training = read_tasks(training_tasks_path) if Path(training_tasks_path).exists() else None
     manifest = read_json(manifest_path) if Path(manifest_path).exists() else {}
     executor = make_executor(params.sandbox)
@@ -51,6 +57,7 @@ def evaluate_candidate(
             timeout_s=params.sandbox.timeout_s,
             dataset_version=str(manifest.get("dataset_version", "")),
             iteration=iteration,
+            critic=critic,
         )
     finally:
         executor.close()

@@ -113,6 +113,8 @@ def test_a_full_repro_writes_every_stage_output(pipeline):
         "data/buckets/plan.json",
         "data/trajectories/trajectories.jsonl",
         "models/candidate/model_version.txt",
+        "models/critic/critic.json",
+        "metrics/critic.json",
         "metrics/eval.json",
     ):
         assert (work / rel).exists(), rel

@@ -162,19 +162,74 @@ class Critic:
         return cls(w, dim)
 
 
-def train_critic(trajs: list[Trajectory], tasks_by_id: dict[str, Task], **kw) -> Critic:
-    """Fit a critic on scored trajectories; label = binary pass on visible tests.
+def labelled_examples(
+    trajs: list[Trajectory], tasks_by_id: dict[str, Task]
+) -> list[tuple[Task, str, float]]:
+    """(task, final code, label) per scored trajectory; label = binary pass on visible tests.
 
     Trajectories with an infra_error or an unknown task carry no label and are skipped.
     """
-    examples = [
+    return [
         (tasks_by_id[t.task_id], t.final_code, float(t.reward_components.get("binary_pass", 0)))
         for t in trajs
         if not t.infra_error and t.task_id in tasks_by_id and "binary_pass" in t.reward_components
     ]
+
+
+def train_critic(trajs: list[Trajectory], tasks_by_id: dict[str, Task], **kw) -> Critic:
+    """Fit a critic on every labelled scored trajectory."""
+    examples = labelled_examples(trajs, tasks_by_id)
     if not examples:
         raise ValueError("no scored trajectories to train the critic on")
     return Critic.fit(examples, **kw)
+
+
+def roc_auc(scores: list[float], labels: list[int | float]) -> float | None:
+    """ROC AUC by the rank-sum formula (ties count half); None when a class is missing."""
+    y = np.asarray(labels, dtype=bool)
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if not n_pos or not n_neg:
+        return None
+    s = np.asarray(scores, dtype=np.float64)
+    # average rank of each distinct score (ties share it): 1-based ranks lo+1..hi
+    _, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
+    hi = np.cumsum(counts)
+    ranks = ((hi - counts + 1 + hi) / 2.0)[inverse]
+    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def in_holdout(task_id: str, fraction: float, seed: int) -> bool:
+    """Deterministic split by task (never by row), so held-out tasks are unseen in training."""
+    h = hashlib.blake2b(f"{seed}:{task_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(h, "little") / 2**64 < fraction
+
+
+def fit_with_holdout(
+    examples: list[tuple[Task, str, float]], *, holdout_fraction: float, seed: int, **kw
+) -> tuple[Critic, dict]:
+    """Measure on held-out tasks, then refit on everything (the model the stage ships).
+
+    Why refit: the held-out figure estimates how well a critic trained this way ranks code
+    for unseen tasks; the shipped critic should still learn from every labelled row.
+    """
+    held = [e for e in examples if in_holdout(e[0].task_id, holdout_fraction, seed)]
+    train = [e for e in examples if not in_holdout(e[0].task_id, holdout_fraction, seed)]
+    metrics: dict = {
+        "n_examples": len(examples),
+        "n_train": len(train),
+        "n_holdout": len(held),
+        "pass_rate": sum(e[2] for e in examples) / len(examples) if examples else None,
+        "holdout_auc": None,
+        "holdout_accuracy": None,
+    }
+    if train and held:
+        probe = Critic.fit(train, **kw)
+        scores = [probe.predict(t, c) for t, c, _ in held]
+        labels = [y for _, _, y in held]
+        metrics["holdout_auc"] = roc_auc(scores, labels)
+        hits = sum((s >= 0.5) == bool(y) for s, y in zip(scores, labels, strict=True))
+        metrics["holdout_accuracy"] = hits / len(held)
+    return Critic.fit(examples, **kw), metrics
 
 
 _INT = re.compile(r"(?<![\w.])(\d+)(?![\w.])")

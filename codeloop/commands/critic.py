@@ -1,0 +1,52 @@
+"""`codeloop critic`: train the CodeRL-style critic on scored trajectories, outside DVC.
+
+The `critic` stage runs the same code with params' ``critic`` section. Exit status: 0 on
+success; 2 on unreadable input or no labelled trajectory.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+HELP = "Train the learned critic on scored trajectories; print its held-out AUC."
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--trajectories", required=True, help="scored shard directory or .parquet")
+    p.add_argument(
+        "--tasks", default="data/buckets/tasks.parquet", help="tasks Parquet the rows refer to"
+    )
+    p.add_argument("--out", required=True, help="directory for critic.json + critic.npz")
+    p.add_argument("--params", default="params.yaml", help="params file (its critic section)")
+    p.add_argument("--holdout", type=float, default=None, help="override critic.holdout_fraction")
+
+
+def run(args) -> int:
+    from codeloop.config import ConfigError, load_params
+    from codeloop.io import read_tasks, read_trajectories
+    from codeloop.rewards.critic import fit_with_holdout, labelled_examples
+
+    try:
+        cfg = load_params(args.params).critic
+        trajs = read_trajectories(args.trajectories)
+        tasks = {t.task_id: t for t in read_tasks(args.tasks)}
+    except (ConfigError, FileNotFoundError, ValueError) as exc:
+        print(f"codeloop critic: {exc}", file=sys.stderr)
+        return 2
+    examples = labelled_examples(trajs, tasks)
+    if not examples:
+        print(
+            f"codeloop critic: {args.trajectories}: no scored trajectory with a binary_pass "
+            "label (score them first, and check --tasks)",
+            file=sys.stderr,
+        )
+        return 2
+    holdout = cfg.holdout_fraction if args.holdout is None else args.holdout
+    critic, metrics = fit_with_holdout(
+        examples, holdout_fraction=holdout, seed=cfg.seed,
+        dim=1 << cfg.dim_bits, epochs=cfg.epochs, lr=cfg.lr, l2=cfg.l2,
+    )  # fmt: skip
+    critic.save(args.out)
+    print(json.dumps(metrics, indent=2))
+    return 0
