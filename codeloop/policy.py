@@ -6,12 +6,26 @@ task corpus and a tiny GPT-2 built from a config) or loads a hub id / local path
 for every generated token, the sampler log-prob under the *temperature-scaled* raw
 logits: log_softmax(logits / T). That is the distribution the GRPO trainer recomputes
 (as TRL does); top_p and repetition_penalty shape sampling but not these log-probs.
+
+Determinism: every row draws from its own ``torch.Generator`` seeded from (call seed,
+prompt tokens, rank among identical prompts, sample index), never from torch's
+process-global RNG, so a row's sample does not depend on the other rows of its batch,
+on how a caller chunks its prompts, or on which thread or process runs it.
+
+Thread safety of loading: transformers' ``from_pretrained`` patches process-global
+functions while it loads (``PreTrainedModel.tie_weights`` and ``torch.nn.init.*``, via
+``no_tie_weights``/``no_init_weights``) and restores what it saw on entry. Two loads that
+overlap in threads restore each other's patches, leaving ``tie_weights`` a no-op for the
+rest of the process: every later load keeps ``lm_head`` untied on the meta device or
+uninitialised (garbage, NaN). All loads here hold ``_LOAD_LOCK``, and a loaded model is
+checked (no meta tensors, tied embeddings tied) before anyone samples from it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +38,11 @@ VERSION_FILE = "model_version.txt"
 # Files whose bytes define a checkpoint (model_version). Other files (README, logs)
 # may sit beside them without changing the version.
 _HASHED_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model", ".jinja")
+_LOAD_LOCK = threading.Lock()  # one from_pretrained at a time per process (see above)
+
+
+class PolicyError(RuntimeError):
+    """Our fault, not the sampled code's: a corrupt checkpoint or non-finite logits."""
 
 
 def set_threads() -> int:
@@ -49,6 +68,26 @@ def checkpoint_hash(path: str | os.PathLike) -> str:
         h.update(str(f.relative_to(root)).encode() + b"\0")
         h.update(hashlib.sha256(f.read_bytes()).digest())
     return h.hexdigest()
+
+
+def check_loaded(model, source: str | os.PathLike) -> None:
+    """Raise PolicyError unless every weight is real and tied embeddings are tied."""
+    meta = [n for n, p in model.named_parameters() if p.is_meta]
+    if meta:
+        raise PolicyError(f"{source}: weights left on the meta device after loading: {meta[:3]}")
+    if getattr(model.config, "tie_word_embeddings", False):
+        out, inp = model.get_output_embeddings(), model.get_input_embeddings()
+        if out is not None and out.weight.data_ptr() != inp.weight.data_ptr():
+            raise PolicyError(
+                f"{source}: output embeddings are not tied to the input embeddings although "
+                "config.tie_word_embeddings is true (was from_pretrained run in two threads?)"
+            )
+
+
+def row_seed(seed: int, prompt_ids: list[int], rank: int, sample: int) -> int:
+    """The seed of one sampled row: a function of its own inputs only."""
+    key = f"{seed}|{rank}|{sample}|" + ",".join(map(str, prompt_ids))
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") >> 1
 
 
 @dataclass
@@ -77,14 +116,16 @@ class Policy:
     @classmethod
     def load(cls, path: str | os.PathLike) -> Policy:
         """Load a saved checkpoint directory (offline; never reaches a hub)."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         path = Path(path)
         if not (path / "config.json").exists():
             raise FileNotFoundError(f"policy checkpoint not found: {path} (no config.json)")
         set_threads()
-        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+        with _LOAD_LOCK:  # the lazy transformers import is not thread-safe either
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+        check_loaded(model, path)
         model.eval()
         vf = path / VERSION_FILE
         version = vf.read_text().strip() if vf.exists() else checkpoint_hash(path)
@@ -144,20 +185,22 @@ class Policy:
         """Sample n completions per prompt (text or token ids); result[i][j] is sample j of prompt i.
 
         Sequences are grouped by length into left-padded batches of `batch_size`.
-        Deterministic for the same inputs, arguments and seed.
+        Deterministic for the same inputs, arguments and seed; a row's sample depends
+        only on its own prompt, its rank among identical prompts, j and the seed.
         """
         ids = [list(p) if not isinstance(p, str) else self.encode(p) for p in prompts]
         flat = [i for i in range(len(ids)) for _ in range(n)]
+        seeds = _row_seeds(ids, n, seed)
         order = sorted(range(len(flat)), key=lambda j: len(ids[flat[j]]))
         results: list[Generation | None] = [None] * len(flat)
-        gen = torch.Generator().manual_seed(seed)
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             batch = [ids[flat[j]] for j in chunk]
-            torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
-            outs = self._generate_batch(
-                batch, temperature, top_p, repetition_penalty, max_new_tokens
-            )
+            sampler = _RowSampler(
+                [seeds[j] for j in chunk], temperature, top_p, repetition_penalty,
+                f"{self.name} ({self.model_version[:12] or 'unsaved'})",
+            )  # fmt: skip
+            outs = self._generate_batch(batch, sampler, temperature, max_new_tokens)
             for j, g in zip(chunk, outs, strict=True):
                 results[j] = g
         grouped: list[list[Generation]] = [[] for _ in ids]
@@ -165,11 +208,13 @@ class Policy:
             grouped[flat[j]].append(g)
         return grouped
 
-    def _generate_batch(self, batch, temperature, top_p, repetition_penalty, max_new_tokens):
+    def _generate_batch(self, batch, sampler, temperature, max_new_tokens):
         longest = max(len(b) for b in batch)
         room = min(max_new_tokens, self.max_context - longest)
         if room <= 0:
             return [Generation("", finish_reason="context") for _ in batch]
+        from transformers import LogitsProcessorList
+
         pad = self.tokenizer.pad_token_id
         input_ids = torch.tensor([[pad] * (longest - len(b)) + b for b in batch])
         mask = torch.tensor([[0] * (longest - len(b)) + [1] * len(b) for b in batch])
@@ -177,14 +222,13 @@ class Policy:
         kw = {}
         if len(self.encode(P.END)) != 1:  # a hub tokenizer: stop on the marker's text
             kw = {"stop_strings": [P.END], "tokenizer": self.tokenizer}
+        # Greedy over scores in which _RowSampler has already left one token per row:
+        # HF's own sampling would draw from the process-global RNG.
         out = self.model.generate(
             input_ids=input_ids,
             attention_mask=mask,
-            do_sample=True,
-            temperature=temperature,
-            top_p=top_p,
-            top_k=0,
-            repetition_penalty=repetition_penalty,
+            do_sample=False,
+            logits_processor=LogitsProcessorList([sampler]),
             max_new_tokens=room,
             eos_token_id=stops,
             pad_token_id=pad,
@@ -203,6 +247,66 @@ class Policy:
             reason = "stop" if cut else "length"
             gens.append(Generation(self.decode(toks), toks, lp[: len(toks)], reason))
         return gens
+
+
+def _row_seeds(ids: list[list[int]], n: int, seed: int) -> list[int]:
+    """Seeds of the flattened rows (prompt i, sample j): identical prompts get ranks 0, 1, ..."""
+    seen: dict[tuple[int, ...], int] = {}
+    seeds = []
+    for p in ids:
+        rank = seen.get(tuple(p), 0)
+        seen[tuple(p)] = rank + 1
+        seeds += [row_seed(seed, p, rank, j) for j in range(n)]
+    return seeds
+
+
+class _RowSampler:
+    """HF logits processor that samples each row with its own generator.
+
+    Applies repetition penalty, temperature and top-p exactly as HF's sampler does, draws
+    one token per row by inverse CDF from the row's generator, and returns scores that
+    are 0 at the drawn token and -inf elsewhere (the caller decodes greedily).
+    Non-finite logits raise PolicyError: they mean broken weights, never a model-code
+    result, and sampling from them would silently produce garbage.
+    """
+
+    def __init__(self, seeds, temperature, top_p, repetition_penalty, model_desc: str):
+        from transformers import RepetitionPenaltyLogitsProcessor, TopPLogitsWarper
+
+        self.gens = [torch.Generator().manual_seed(s) for s in seeds]
+        self.temperature = temperature
+        self.rep = (
+            RepetitionPenaltyLogitsProcessor(repetition_penalty)
+            if repetition_penalty != 1.0
+            else None
+        )
+        self.top_p = TopPLogitsWarper(top_p) if top_p < 1.0 else None
+        self.model_desc = model_desc
+        self.step = 0
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        scores = scores.float()
+        bad = torch.isnan(scores).any(-1) | torch.isposinf(scores).any(-1)
+        bad |= torch.isneginf(scores).all(-1)
+        if bad.any():
+            raise PolicyError(
+                f"policy {self.model_desc}: non-finite logits at generated token {self.step} "
+                f"for batch rows {bad.nonzero().flatten().tolist()[:8]}; the weights are "
+                "broken (NaN/inf, or untied/uninitialised after a faulty load)"
+            )
+        if self.rep is not None:
+            scores = self.rep(input_ids, scores)
+        scores = scores / self.temperature
+        if self.top_p is not None:
+            scores = self.top_p(input_ids, scores)
+        probs = torch.softmax(scores, dim=-1)
+        cdf = probs.cumsum(-1)
+        u = torch.stack([torch.rand((), generator=g) for g in self.gens]).unsqueeze(-1)
+        picks = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
+        picks = picks.clamp_(max=scores.shape[-1] - 1)
+        self.step += 1
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter_(-1, picks, 0.0)
 
 
 def _corpus(tasks: list[Task]) -> list[str]:
@@ -268,16 +372,18 @@ def build_embedded(params, tasks: list[Task]) -> Policy:
 
 def load_pretrained(name_or_path: str) -> Policy:
     """A hub id (from the local HF cache; set HF_HUB_OFFLINE=1 offline) or a local path."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     try:
-        tok = AutoTokenizer.from_pretrained(name_or_path)
-        model = AutoModelForCausalLM.from_pretrained(name_or_path)
+        with _LOAD_LOCK:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(name_or_path)
+            model = AutoModelForCausalLM.from_pretrained(name_or_path)
     except OSError as exc:
         raise ValueError(
             f"policy.model: cannot load {name_or_path!r} (not a local path and not in the HF "
             f"cache; this machine may be offline): {exc}"
         ) from None
+    check_loaded(model, name_or_path)
     return Policy(model, tok, name=name_or_path)
 
 

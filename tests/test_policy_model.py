@@ -87,6 +87,64 @@ def test_logprobs_match_a_forward_pass_at_the_sampling_temperature(policy, tasks
     assert torch.allclose(want, torch.tensor(gen.logprobs), atol=1e-4)
 
 
+def _texts(rows) -> list[list[str]]:
+    return [[g.text for g in row] for row in rows]
+
+
+def test_a_rows_sample_does_not_depend_on_the_rest_of_its_batch(policy, tasks):
+    prompts = [P.task_prompt(t) for t in tasks[:5]]
+    alone = policy.generate(prompts[2:3], n=2, max_new_tokens=16, seed=7, top_p=0.9)
+    together = policy.generate(prompts, n=2, max_new_tokens=16, seed=7, top_p=0.9, batch_size=3)
+    assert _texts(together)[2] == _texts(alone)[0]
+
+
+def test_identical_prompts_in_one_call_are_sampled_independently(policy, tasks):
+    # rollout passes a GRPO group as n=1 copies of one prompt: they must not all agree
+    out = policy.generate([P.task_prompt(tasks[0])] * 6, n=1, max_new_tokens=12, seed=1)
+    assert len({row[0].text for row in out}) > 1
+
+
+def test_generate_leaves_torch_global_rng_untouched(policy, tasks):
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    policy.generate([P.task_prompt(tasks[0])], n=2, max_new_tokens=6, seed=4)
+    assert torch.equal(state, torch.get_rng_state())
+
+
+def test_repetition_penalty_and_top_p_still_change_what_is_sampled(policy, tasks):
+    prompts = [P.task_prompt(t) for t in tasks[:3]]
+    plain = policy.generate(prompts, n=2, max_new_tokens=16, seed=2, top_p=1.0)
+    shaped = policy.generate(
+        prompts, n=2, max_new_tokens=16, seed=2, top_p=0.5, repetition_penalty=2.0
+    )
+    assert _texts(plain) != _texts(shaped)
+
+
+def test_non_finite_logits_raise_a_policy_error_naming_the_model(tmp_path, policy, tasks):
+    from codeloop.policy import PolicyError
+
+    policy.save(tmp_path / "m")
+    broken = Policy.load(tmp_path / "m")
+    with torch.no_grad():
+        broken.model.get_output_embeddings().weight[3, 0] = float("nan")
+    with pytest.raises(PolicyError, match="non-finite logits"):
+        broken.generate([P.task_prompt(tasks[0])], n=1, max_new_tokens=4)
+
+
+def test_loads_racing_in_threads_keep_embeddings_tied_for_later_loads(tmp_path, policy):
+    # transformers' from_pretrained patches process-global functions while loading; two
+    # overlapping loads used to leave lm_head untied (meta/garbage) for the whole process
+    from concurrent.futures import ThreadPoolExecutor
+
+    policy.save(tmp_path / "m")
+    with ThreadPoolExecutor(4) as pool:
+        loaded = list(pool.map(lambda _: Policy.load(tmp_path / "m"), range(4)))
+    loaded.append(Policy.load(tmp_path / "m"))
+    for p in loaded:
+        head, emb = p.model.get_output_embeddings(), p.model.get_input_embeddings()
+        assert head.weight.data_ptr() == emb.weight.data_ptr()
+
+
 def test_token_ids_and_logprobs_have_equal_length(policy, tasks):
     out = policy.generate([P.task_prompt(t) for t in tasks[:4]], n=2, max_new_tokens=9)
     assert all(len(g.token_ids) == len(g.logprobs) <= 9 for row in out for g in row)
@@ -106,7 +164,7 @@ def test_sft_examples_mask_nothing_but_keep_prompt_length(policy, tasks):
 def test_sft_lowers_the_completion_loss(tasks):
     pol = build_embedded(_params(), tasks)
     cfg = types.SimpleNamespace(
-        steps=40, batch_size=8, lr=5e-3, warmup_steps=5, max_len=256, seed=0
+        steps=40, batch_size=8, lr=5e-3, warmup_steps=5, max_len=256, seed=0, revise_fraction=0.0
     )
     stats = run_sft(pol, tasks, cfg)
     assert stats["loss_last"] < 0.7 * stats["loss_first"]
