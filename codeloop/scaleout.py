@@ -7,64 +7,67 @@ its checkpoint directory, opens its own sandbox executor, runs ``run_rollout`` a
 pydantic configs, Task and Trajectory rows), so the same job runs in a thread, a Dask
 worker process or a Ray worker.
 
-Determinism: for a given chunking, every engine gives the same rows in the same order.
-Each chunk samples with the rollout seed stream (seed, iteration, turn), so rows depend
-on how tasks are chunked, never on where a chunk runs. ``Policy.generate`` seeds torch's
-process-global RNG, so two threads of one process must not sample at the same time:
-generation is serialised per process by ``_GENERATE_LOCK`` (sandbox runs and scoring
-still overlap). In Dask or Ray each worker process has its own RNG and no lock waits.
+Determinism: every engine gives the same rows in the same order. ``Policy.generate``
+samples each row from its own generator seeded from the rollout seed stream (seed,
+iteration, turn) and the row's own prompt and rank, never from torch's global RNG, so a
+row depends neither on where its chunk runs nor on which other rows share its batch
+(up to float rounding of differently padded batches, which can flip a draw only when it
+lands within rounding error of a token boundary). Chunks of one process therefore
+generate concurrently without a lock. Policy loading is serialised inside
+``Policy.load`` (transformers' from_pretrained is not thread-safe).
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
-from typing import Any
 
 from codeloop.config import RewardConfig, RolloutConfig, RunnerConfig, SandboxConfig
 from codeloop.runners import chunked, fan_out
 from codeloop.schema import Task, Trajectory
 
-_GENERATE_LOCK = threading.Lock()
-
 
 @dataclass
 class ChunkJob:
-    """Everything one chunk needs, as plain picklable data."""
+    """Everything one rollout chunk needs, as plain picklable data."""
 
     policy_dir: str
     tasks: list[Task]
     rollout: RolloutConfig
     sandbox: SandboxConfig
-    reward_version: str
+    reward: RewardConfig | None  # None: roll out only (the rollout stage)
     dataset_version: str
     iteration: int
-    score: bool = True
-    torch_threads: int = 0  # 0: as Policy.load sets it (all cores of the process)
+    hidden: bool = True
+    torch_threads: int = 0  # 0: as Policy.load sets it (CODELOOP_THREADS, default 1)
 
 
-class _SerialisedPolicy:
-    """A Policy whose generate() holds the per-process lock (global torch RNG)."""
+@dataclass
+class ScoreJob:
+    """One chunk of the score stage: whole GRPO groups and the tasks they refer to."""
 
-    def __init__(self, policy: Any):
-        self._policy = policy
+    trajs: list[Trajectory]
+    tasks_by_id: dict[str, Task]
+    reward: RewardConfig
+    sandbox: SandboxConfig
+    hidden: bool = True
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._policy, name)
 
-    def generate(self, *args: Any, **kwargs: Any):
-        with _GENERATE_LOCK:
-            return self._policy.generate(*args, **kwargs)
+def _score(trajs, tasks_by_id, reward: RewardConfig, hidden: bool, executor):
+    from codeloop.rewards import score_trajectories
+    from codeloop.rewards.extras import build_extras
+
+    # Built where the chunk runs: a critic or a judge client never crosses processes.
+    extras = build_extras(reward)
+    return score_trajectories(trajs, tasks_by_id, reward.version, executor, hidden=hidden, **extras)
 
 
 def run_chunk(job: ChunkJob) -> list[Trajectory]:
     """Roll out (and score) one chunk of tasks; top-level so Dask/Ray pickle it by name."""
     from codeloop.policy import Policy
-    from codeloop.rewards import score_trajectories
     from codeloop.rollout import run_rollout
     from codeloop.sandbox import make_executor
 
-    policy = _SerialisedPolicy(Policy.load(job.policy_dir))
+    policy = Policy.load(job.policy_dir)
     if job.torch_threads:
         import torch
 
@@ -80,12 +83,23 @@ def run_chunk(job: ChunkJob) -> list[Trajectory]:
             dataset_version=job.dataset_version,
             iteration=job.iteration,
         )
-        if job.score:
+        if job.reward is not None:
             by_id = {t.task_id: t for t in job.tasks}
-            trajs = score_trajectories(trajs, by_id, job.reward_version, executor)
+            trajs = _score(trajs, by_id, job.reward, job.hidden, executor)
     finally:
         executor.close()
     return trajs
+
+
+def run_score_chunk(job: ScoreJob) -> list[Trajectory]:
+    """Score one chunk of stored trajectories with its own sandbox executor."""
+    from codeloop.sandbox import make_executor
+
+    executor = make_executor(job.sandbox)
+    try:
+        return _score(job.trajs, job.tasks_by_id, job.reward, job.hidden, executor)
+    finally:
+        executor.close()
 
 
 def rollout_and_score(
@@ -94,33 +108,60 @@ def rollout_and_score(
     *,
     rollout: RolloutConfig,
     sandbox: SandboxConfig,
-    reward: RewardConfig,
+    reward: RewardConfig | None = None,
     runner: RunnerConfig,
     dataset_version: str,
     n_chunks: int = 0,
     score: bool = True,
+    hidden: bool = True,
     torch_threads: int = 0,
 ) -> list[Trajectory]:
-    """All tasks' trajectories, scored, in task order; n_chunks 0 = one per worker.
+    """All tasks' trajectories in task order, scored unless score is False or no reward.
 
-    torch_threads > 0 caps torch's threads in each chunk (local worker processes share
-    the cores, and each would otherwise use all of them). It is off by default because a
-    different thread count can change matmul rounding and thus the sampled tokens: with
-    it, engines no longer give bit-identical rows.
+    n_chunks 0 = one chunk per runner worker. torch_threads > 0 sets torch's threads in
+    each chunk (a different count can change matmul rounding, so keep it equal across
+    runs that must agree row for row).
     """
-    chunks = chunked(tasks, n_chunks or runner.workers)
     jobs = [
         ChunkJob(
             policy_dir=str(policy_dir),
             tasks=c,
             rollout=rollout,
             sandbox=sandbox,
-            reward_version=reward.version,
+            reward=reward if score else None,
             dataset_version=dataset_version,
             iteration=rollout.iteration,
-            score=score,
+            hidden=hidden,
             torch_threads=torch_threads,
         )
-        for c in chunks
+        for c in chunked(tasks, n_chunks or runner.workers)
     ]
     return [t for rows in fan_out(run_chunk, jobs, runner) for t in rows]
+
+
+def score_fanned(
+    trajs: list[Trajectory],
+    tasks_by_id: dict[str, Task],
+    *,
+    reward: RewardConfig,
+    sandbox: SandboxConfig,
+    runner: RunnerConfig,
+    hidden: bool = True,
+    n_chunks: int = 0,
+) -> list[Trajectory]:
+    """Scored copies of trajs in input order, fanned out in chunks of whole groups."""
+    groups: dict[str, list[int]] = {}
+    for i, t in enumerate(trajs):
+        groups.setdefault(t.prompt_key, []).append(i)
+    jobs, where = [], []
+    for chunk in chunked(list(groups.values()), n_chunks or runner.workers):
+        idx = [i for g in chunk for i in g]
+        ids = {trajs[i].task_id for i in idx}
+        by_id = {k: v for k, v in tasks_by_id.items() if k in ids}
+        jobs.append(ScoreJob([trajs[i] for i in idx], by_id, reward, sandbox, hidden))
+        where.append(idx)
+    out: list[Trajectory | None] = [None] * len(trajs)
+    for idx, rows in zip(where, fan_out(run_score_chunk, jobs, runner), strict=True):
+        for i, t in zip(idx, rows, strict=True):
+            out[i] = t
+    return out  # type: ignore[return-value]  (every index is filled above)

@@ -2,7 +2,9 @@
 
 Run: ``python -m flows.rollout`` (reads ./params.yaml; no Prefect server needed).
 
-Reads ``rollout.*``, ``sandbox.*``, ``policy.checkpoint`` (the policy directory),
+Fans out over ``runner.*`` (threads by default, a Dask scheduler or LocalCluster, Ray)
+through codeloop.scaleout; every runner writes the same rows, so ``runner`` is not a DVC
+param of the stage. Reads ``rollout.*``, ``sandbox.*``, ``policy.checkpoint`` (the policy directory),
 data/buckets/{plan.json, tasks.parquet} and data/clean/manifest.json (dataset_version).
 Writes data/rollouts/ (Parquet shards + trajectories.jsonl; reward fields left for the
 score stage) and metrics/rollout.json. Never reads ``reward.*``.

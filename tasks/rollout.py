@@ -36,31 +36,25 @@ def load_planned_tasks(buckets_dir: str, manifest_path: str) -> tuple[list[Task]
 def rollout_tasks(
     params: Params, policy_dir: str, tasks: list[Task], dataset_version: str
 ) -> tuple[list[Trajectory], float]:
-    """Sample the GRPO groups on the planned tasks; returns (trajectories, seconds)."""
-    from codeloop.policy import Policy
-    from codeloop.rollout import run_rollout
-    from codeloop.sandbox import make_executor
+    """Sample the GRPO groups on the planned tasks over ``params.runner``; (rows, seconds)."""
+    from codeloop.scaleout import rollout_and_score
 
     log = get_run_logger()
-    policy = Policy.load(policy_dir)
-    executor = make_executor(params.sandbox)
     t0 = time.perf_counter()
-    try:
-        trajs = run_rollout(
-            tasks,
-            policy,
-            executor,
-            params.rollout,
-            timeout_s=params.sandbox.timeout_s,
-            dataset_version=dataset_version,
-            iteration=params.rollout.iteration,
-        )
-    finally:
-        executor.close()
+    trajs = rollout_and_score(
+        tasks,
+        policy_dir,
+        rollout=params.rollout,
+        sandbox=params.sandbox,
+        runner=params.runner,
+        dataset_version=dataset_version,
+        score=False,  # the score stage scores; rollout never reads reward.*
+    )
     seconds = time.perf_counter() - t0
+    version = trajs[0].metadata.model_version if trajs else "-"
     log.info(
-        "%d trajectories on %d tasks from %s in %.1fs",
-        len(trajs), len(tasks), policy.model_version[:12], seconds,
+        "%d trajectories on %d tasks from %s in %.1fs (runner %s x%d)",
+        len(trajs), len(tasks), version[:12], seconds, params.runner.kind, params.runner.workers,
     )  # fmt: skip
     return trajs, seconds
 

@@ -26,24 +26,18 @@ def load_rollouts(rollouts_dir: str, tasks_path: str) -> tuple[list[Trajectory],
 def score_batch(
     params: Params, trajs: list[Trajectory], tasks_by_id: dict[str, Task]
 ) -> list[Trajectory]:
-    """Re-execute final code in the sandbox and apply params' reward version."""
-    from codeloop.rewards import score_trajectories
-    from codeloop.rewards.extras import build_extras
-    from codeloop.sandbox import make_executor
+    """Re-execute final code in the sandbox and apply params' reward version, over params.runner."""
+    from codeloop.scaleout import score_fanned
 
-    extras = build_extras(params.reward)
-    executor = make_executor(params.sandbox)
-    try:
-        return score_trajectories(
-            trajs,
-            tasks_by_id,
-            params.reward.version,
-            executor,
-            hidden=params.score.hidden_diagnostics,
-            **extras,
-        )
-    finally:
-        executor.close()
+    get_run_logger().info("scoring on runner %s x%d", params.runner.kind, params.runner.workers)
+    return score_fanned(
+        trajs,
+        tasks_by_id,
+        reward=params.reward,
+        sandbox=params.sandbox,
+        runner=params.runner,
+        hidden=params.score.hidden_diagnostics,
+    )
 
 
 @task(name="write-trajectories", cache_policy=NONE)
