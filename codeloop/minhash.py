@@ -39,7 +39,7 @@ _COMMENT = re.compile(r"#[^\n]*")
 # Attribute names (".nlargest") are one token and keep their identity: a renamer does
 # not touch library calls, and they tell heapq.nlargest from heapq.nsmallest.
 _CODE_TOKEN = re.compile(
-    r"\.\s*[A-Za-z_]\w*|[A-Za-z_]\w*|\d[\w.]*"
+    r"\.[ \t]*[A-Za-z_]\w*|[A-Za-z_]\w*|\d[\w.]*"
     r"|'''[\s\S]*?'''|\"\"\"[\s\S]*?\"\"\"|'[^'\n]*'|\"[^\"\n]*\""
     r"|==|!=|<=|>=|\*\*|//|->|[^\s\w();]"
 )
@@ -81,10 +81,77 @@ def prompt_tokens(text: str) -> list[int]:
     return _hashes(_WORD.findall(text.lower()), _prompt_cache, _PROMPT_SEED, str)
 
 
+def _tokens_whole(code: str) -> list[int]:
+    toks = _CODE_TOKEN.findall(_COMMENT.sub("", code) if "#" in code else code)
+    return _hashes(toks, _code_cache, _CODE_SEED, _norm_code_token)
+
+
+class _LineTable:
+    """Token hashes of every code line seen so far, kept in one growing array.
+
+    No token spans a newline (one-quote strings, comments, numbers and attribute
+    tokens stop at it) except inside triple-quoted strings, so the tokens of a code
+    without those are the concatenated tokens of its lines; a code with them is one
+    unit. Lines repeat a lot across a corpus ("    return res"): a known line costs a
+    dict lookup instead of a regex pass, which was most of the cost of a signature.
+    """
+
+    MAX_UNITS, MAX_TOKENS = 500_000, 1 << 24  # bound memory; the table only saves time
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.buf = np.zeros(1 << 16, np.uint32)
+        self.off = np.zeros(1 << 12, np.int64)
+        self.len = np.zeros(1 << 12, np.int64)
+        self.used = 0
+
+    def _add(self, units: list[str]) -> None:
+        new = [u for u in dict.fromkeys(units) if u not in self.ids]
+        if len(self.ids) + len(new) > self.MAX_UNITS or self.used > self.MAX_TOKENS:
+            self.__init__()
+            new = list(dict.fromkeys(units))
+        toks = [_tokens_whole(u) for u in new]
+        lens = np.fromiter(map(len, toks), np.int64, len(toks))
+        n_new, base = int(lens.sum()), len(self.ids)
+        while self.used + n_new > len(self.buf):
+            self.buf = np.concatenate([self.buf, np.zeros_like(self.buf)])
+        while base + len(new) > len(self.off):
+            self.off = np.concatenate([self.off, np.zeros_like(self.off)])
+            self.len = np.concatenate([self.len, np.zeros_like(self.len)])
+        flat = np.fromiter(itertools.chain.from_iterable(toks), np.uint32, n_new)
+        self.buf[self.used : self.used + n_new] = flat
+        self.off[base : base + len(new)] = self.used + np.cumsum(lens) - lens
+        self.len[base : base + len(new)] = lens
+        self.ids.update(zip(new, range(base, base + len(new)), strict=True))
+        self.used += n_new
+
+    def tokens(self, codes: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(all token hashes of the codes in order, number of tokens of each code)."""
+        units: list[str] = []
+        per_code = np.empty(len(codes), np.int64)
+        for d, code in enumerate(codes):
+            part = [code] if "'''" in code or '"""' in code else code.split("\n")
+            units += part
+            per_code[d] = len(part)
+        ids = list(map(self.ids.get, units))
+        if None in ids:
+            self._add(units)
+            ids = list(map(self.ids.__getitem__, units))
+        idx = np.fromiter(ids, np.int64, len(ids))
+        off, ln = self.off[idx], self.len[idx]
+        total = int(ln.sum())
+        pos = np.repeat(off - (np.cumsum(ln) - ln), ln) + np.arange(total)
+        first = np.cumsum(per_code) - per_code
+        lens = np.add.reduceat(ln, first) if len(codes) else per_code
+        return self.buf[pos], lens
+
+
+_LINES = _LineTable()
+
+
 def code_tokens(code: str) -> list[int]:
     """Hashes of normalised code tokens (comments dropped, names/literals abstracted)."""
-    toks = _CODE_TOKEN.findall(_COMMENT.sub("", code))
-    return _hashes(toks, _code_cache, _CODE_SEED, _norm_code_token)
+    return _LINES.tokens([code])[0].tolist()
 
 
 def permutations(num_perm: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -110,8 +177,15 @@ def shingle_hashes(token_lists: Sequence[list[int]], k: int) -> tuple[np.ndarray
     a single shingle of a sentinel token, so every segment is non-empty.
     """
     lens = np.fromiter(map(len, token_lists), np.int64, len(token_lists))
-    n_tok = int(lens.sum())
-    flat = np.fromiter(itertools.chain.from_iterable(token_lists), np.uint32, n_tok)
+    flat = np.fromiter(itertools.chain.from_iterable(token_lists), np.uint32, int(lens.sum()))
+    return shingle_hashes_flat(flat, lens, k)
+
+
+def shingle_hashes_flat(
+    flat: np.ndarray, lens: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`shingle_hashes` of documents given as one token array and per-document lengths."""
+    n_tok = len(flat)
     seq_len = np.maximum(lens, 1) + (k - 1)  # an empty document is one sentinel token 0
     n_sh = np.maximum(lens - k + 1, 1)
     arr = np.zeros(int(seq_len.sum()), dtype=np.uint32)
@@ -175,7 +249,7 @@ def signatures(docs: Sequence[tuple[str, str]], num_perm: int, seed: int = 1) ->
     """
     half = num_perm // 2
     p_h, p_seg = shingle_hashes([prompt_tokens(p) for p, _ in docs], PROMPT_K)
-    c_h, c_seg = shingle_hashes([code_tokens(c) for _, c in docs], CODE_K)
+    c_h, c_seg = shingle_hashes_flat(*_LINES.tokens([c for _, c in docs]), CODE_K)
     sig_p = minhash_batch(p_h, p_seg, num_perm, seed, cols=slice(0, half))
     sig_c = minhash_batch(c_h, c_seg, num_perm, seed, cols=slice(half, num_perm))
     return np.hstack([sig_p, sig_c])

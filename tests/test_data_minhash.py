@@ -118,3 +118,15 @@ def test_near_dedupe_drops_a_renamed_reordered_copy_with_a_reworded_prompt():
     res = near_dedupe([a, b], threshold=0.9, num_perm=128, workers=1)
     assert [t.task_id for t in res.kept] == ["a"]
     assert res.dropped[0]["basis"] == "same_code"
+
+
+def test_line_cached_code_tokens_equal_tokenising_the_whole_code():
+    codes = [
+        "def f(a):  # note ' quote\n    s = 'x#y'\n    return a.  strip() + \"q\"\n",
+        'def g():\n    """doc\n    spans # lines"""\n    return 1\n',
+        "x = '''a\nb'''; y = 2",
+        "",
+        "z = 'unterminated\nw = z",
+    ]
+    for code in codes:
+        assert minhash.code_tokens(code) == minhash._tokens_whole(code), code
