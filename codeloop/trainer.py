@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from codeloop import distributed as ddp
 from codeloop.config import TrainConfig
 from codeloop.grpo import group_advantages_by_key, grpo_loss, token_logps
 from codeloop.policy import VERSION_FILE, Policy
@@ -144,10 +145,12 @@ class GRPOUpdater:
 
     def __init__(self, policy: Policy, cfg: TrainConfig):
         self.policy, self.cfg = policy, cfg
-        self.model = policy.model
+        self.device = ddp.device()  # the CPU unless launched by torchrun with nccl
+        self.model = policy.model.to(self.device)
         # The reference is the policy as loaded: KL keeps one iteration's update small.
         self.ref = copy.deepcopy(self.model).eval().requires_grad_(False) if cfg.beta else None
         self.model.eval()  # no dropout: see the module docstring
+        self.model = ddp.wrap(self.model)  # DDP under torchrun (codeloop.distributed)
         self.opt = torch.optim.AdamW(
             self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
         )
@@ -163,8 +166,10 @@ class GRPOUpdater:
         rows = []
         self.opt.zero_grad(set_to_none=True)
         for mb_items in window:
-            mb = collate([t for t, _ in mb_items], self.pad_id)
+            mb_items, weight = ddp.shard(mb_items, cfg.loss_type)  # (all rows, 1.0) alone
+            mb = ddp.to_device(collate([t for t, _ in mb_items], self.pad_id), self.device)
             advantages = torch.tensor([a for _, a in mb_items], dtype=torch.float32)  # (B,)
+            advantages = advantages.to(self.device)
             logps, entropy = _forward_logps(self.model, mb)
             ref_logps = None
             if self.ref is not None:
@@ -185,7 +190,7 @@ class GRPOUpdater:
                 accum_steps=len(window),
                 kl_ratio_correction=cfg.kl_ratio_correction,
             )
-            loss.backward()
+            (loss * weight).backward()
             m = mb["mask"]
             stats["entropy"] = float((entropy * m).sum() / m.sum().clamp(min=1.0))
             stats["loss"] = float(loss.detach())
@@ -195,7 +200,7 @@ class GRPOUpdater:
         row = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
         row["loss"] = sum(r["loss"] for r in rows)  # the accumulated objective of the step
         row.update({"grad_norm": float(grad_norm), "loss_tokens": num_items})
-        return row
+        return ddp.average(row)
 
     def fit(self, items, out_dir=None, seed: int = 0) -> list[dict]:
         """cfg.steps steps over shuffled epochs of items; checkpoints every N under out_dir."""
@@ -213,7 +218,7 @@ class GRPOUpdater:
             if out_dir and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
                 if step < cfg.steps:
                     ckpt = Path(out_dir) / "checkpoints" / f"step-{step:05d}"
-                    row["checkpoint"] = self.policy.save(ckpt)
+                    row["checkpoint"] = ddp.save_on_main(self.policy, ckpt)
             history.append(row)
         return history
 
@@ -249,10 +254,11 @@ def train_grpo(
     torch.manual_seed(cfg.seed)
     policy = Policy.load(policy_dir)
     items, summary = prepare_batch(trajectories, cfg, policy.max_context)
-    _prepare_out(out_dir)
+    if ddp.is_main():
+        _prepare_out(out_dir)
     summary["policy_version"] = policy.model_version
     history = GRPOUpdater(policy, cfg).fit(items, out_dir, seed=cfg.seed)
-    summary["model_version"] = policy.save(out_dir)
+    summary["model_version"] = ddp.save_on_main(policy, out_dir)
     summary["steps"] = len(history)
     summary["train_time_s"] = round(time.perf_counter() - t_start, 3)
     for key in ("loss", "kl", "entropy", "ratio_mean", "grad_norm"):
