@@ -82,18 +82,23 @@ def _loss_tokens(items: list) -> int:
     return sum(sum(t.loss_mask[1:]) for t, _ in items)
 
 
-def shard(items: list, loss_type: str) -> tuple[list, float]:
+def shard(
+    items: list, loss_type: str, rank_: int | None = None, world: int | None = None
+) -> tuple[list, float]:
     """This rank's contiguous share of a micro-batch of (trajectory, advantage), and its weight.
 
     The weight rescales the shard's loss (normalised over the shard by grpo_loss) to its
     share of the full micro-batch's loss, times world size, because DDP averages
     gradients over ranks. A rank left with no rows still runs one row at weight 0:
-    DDP needs every rank in every gradient all-reduce.
+    DDP needs every rank in every gradient all-reduce. rank_/world default to this
+    process's place in the group.
     """
-    w, n = world_size(), len(items)
+    w = world_size() if world is None else world
+    r = rank() if rank_ is None else rank_
+    n = len(items)
     if w == 1:
         return items, 1.0
-    mine = items[rank() * n // w : (rank() + 1) * n // w]
+    mine = items[r * n // w : (r + 1) * n // w]
     if not mine:
         return items[:1], 0.0
     if loss_type == "dapo":  # normalised by the window's token count: already global
