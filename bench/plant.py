@@ -115,3 +115,95 @@ def plant_duplicates(tasks: list[Task], n: int, seed: int = 0) -> list[tuple[Tas
         )
         out.append((dup, src.task_id))
     return out
+
+
+# --- natural duplicates: an independent ground truth for a real corpus ---------------
+
+_CROSS = r'''
+import io as _io, signal as _signal, sys as _sys
+
+
+class _Late(Exception):
+    pass
+
+
+def _late(*_):
+    raise _Late()
+
+
+def _cross(j):
+    """Run candidate j's setup and tests with this reference under j's entry point."""
+    name, setup, tests = _CANDS[j]
+    g = dict(_BASE)
+    g[name] = g["candidate"] = _ENTRY
+    out, _sys.stdout = _sys.stdout, _io.StringIO()
+    _signal.signal(_signal.SIGALRM, _late)
+    _signal.setitimer(_signal.ITIMER_REAL, 0.25)
+    try:
+        exec(setup, g)
+        for t in tests:
+            exec(t, g)
+    finally:
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+        _sys.stdout = out
+'''
+
+
+def _arity(task: Task) -> tuple[int, float] | None:
+    """(min, max) positional arguments of the reference's entry point; None if unknown."""
+    try:
+        tree = ast.parse(task.reference_solution)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == task.entry_point:
+            a = node.args
+            n = len(a.posonlyargs) + len(a.args)
+            return n - len(a.defaults), float("inf") if a.vararg else n
+    return None
+
+
+def _call_arities(task: Task) -> set[int] | None:
+    """Positional-argument counts of the calls to the entry point in the task's tests."""
+    out: set[int] = set()
+    for t in task.all_tests():
+        try:
+            tree = ast.parse(t)
+        except SyntaxError:
+            return None
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Call) and getattr(n.func, "id", None) == task.entry_point:
+                if n.keywords or any(isinstance(a, ast.Starred) for a in n.args):
+                    return None
+                out.add(len(n.args))
+    return out
+
+
+def natural_twins(tasks: list[Task], executor) -> set[tuple[int, int]]:
+    """Pairs (i, j), i < j, of tasks whose references behave identically on the union of
+    both tasks' tests: each reference, bound to the other's entry point, passes the
+    other's setup and tests (run in the sandbox, 0.25 s per candidate). Only a call-arity
+    check prunes candidates; no text similarity is used, so this truth is independent
+    of the deduper under test.
+    """
+    from codeloop.sandbox import ExecJob
+
+    ar = [_arity(t) for t in tasks]
+    calls = [_call_arities(t) for t in tasks]
+    jobs, cands = [], []
+    for i, t in enumerate(tasks):
+        lo, hi = ar[i] if ar[i] else (0, float("inf"))
+        js = [j for j in range(len(tasks)) if j != i and calls[j] is not None and calls[j]]
+        js = [j for j in js if all(lo <= c <= hi for c in calls[j])]
+        data = {j: (tasks[j].entry_point, tasks[j].setup_code, tasks[j].all_tests()) for j in js}
+        code = "\n".join([t.reference_solution, _CROSS, f"_CANDS = {data!r}",
+                          f"_ENTRY = {t.entry_point}", "_BASE = dict(globals())"])  # fmt: skip
+        jobs.append(ExecJob(code, [f"_cross({j})" for j in js], t.setup_code, "function",
+                            t.entry_point, timeout_s=60))  # fmt: skip
+        cands.append(js)
+    results = executor.run_many(jobs)
+    passes = set()
+    for i, (js, res) in enumerate(zip(cands, results, strict=True)):
+        ok = {r.index for r in res.test_results if r.passed}
+        passes |= {(i, js[k]) for k in ok}
+    return {(i, j) for i, j in passes if i < j and (j, i) in passes}

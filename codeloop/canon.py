@@ -183,24 +183,30 @@ def canonical(prompt: str, code: str) -> Canonical:
     return Canonical(canon, code_shingles(canon), frozenset(_WORD.findall(prompt.lower())))
 
 
-def quick_key(code: str) -> int:
-    """Hash of the code's token stream with names blanked (no parse; comments, layout gone).
+def quick_key(code: str) -> tuple[int, int]:
+    """Hashes of the code's token stream with names blanked, and with names kept.
 
-    Equal keys mean the same tokens up to renaming, hence the same canonical code, so
-    the AST is only needed when keys differ. Parentheses are kept (they change meaning).
+    No parse; comments and layout are gone. Equal first keys mean the same tokens up to
+    renaming, hence the same canonical code; equal second keys mean the same program
+    (same names too), hence the same data flow. Parentheses are kept (they change
+    meaning).
     """
     toks = _QUICK.findall(_COMMENT.sub("", code))
-    out = []
+    out, exact = [], []
     for t in toks:
         c = t[0]
-        if c.isalpha() or c == "_":
-            t = t if t in _KEEP else "_"
-        elif c == '"':
+        if c == '"':
             t = "'" + t[1:-1] + "'"
         elif c == ".":
             t = "." + t[1:].strip()
+        exact.append(t)
+        if (c.isalpha() or c == "_") and t not in _KEEP:
+            t = "_"
         out.append(t)
-    return xxhash.xxh64_intdigest("\0".join(out).encode())
+    return (
+        xxhash.xxh64_intdigest("\0".join(out).encode()),
+        xxhash.xxh64_intdigest("\0".join(exact).encode()),
+    )
 
 
 def prompt_words(prompt: str) -> frozenset:
@@ -217,3 +223,65 @@ def jaccard(a: frozenset, b: frozenset) -> float:
 def distinguishing(a: frozenset, b: frozenset) -> frozenset:
     """Numbers and contrast words that exactly one of two prompts' word sets has."""
     return frozenset(w for w in a ^ b if w.isdigit() or w in _CONTRAST)
+
+
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _leaves(node: ast.AST):
+    """Name and arg nodes of one statement header (nested blocks excluded), in field order."""
+    for field, value in ast.iter_fields(node):
+        if isinstance(node, ast.stmt) and field in _BLOCKS:
+            continue
+        for child in value if isinstance(value, list) else [value]:
+            if isinstance(child, ast.Name | ast.arg):
+                yield child
+            if isinstance(child, ast.AST) and not isinstance(child, ast.stmt):
+                yield from _leaves(child)
+
+
+def _head(stmt: ast.stmt) -> str:
+    """The statement without its nested blocks, names blanked."""
+    blocks = {f: getattr(stmt, f) for f in _BLOCKS if isinstance(getattr(stmt, f, None), list)}
+    try:
+        for f in blocks:
+            setattr(stmt, f, [])
+        return _NAMED.sub(r"\1'_'", ast.dump(stmt))
+    finally:
+        for f, v in blocks.items():
+            setattr(stmt, f, v)
+
+
+def flow_key(code: str) -> tuple:
+    """Who-is-used-where, invariant to renaming and to the order of statements.
+
+    Blanking names (`canonical_code`) forgets data flow: ``a - b`` and ``b - a`` blank
+    alike, so "loss amount" and "profit amount" read as one program. Here each bound
+    name gets the sorted list of its occurrences, each as (its statement header with
+    names blanked, its index among that header's names); the key is the sorted list of
+    those. Renaming and reordering statements change neither, swapping operands does.
+    """
+    try:
+        tree = strip_docstrings(ast.parse(code))
+    except (SyntaxError, ValueError):
+        return (" ".join(code.split()),)
+    # Only variables and arguments: imported modules and def/class names are left out
+    # like builtins (a sloppy renamer renames ``re.sub`` to ``v3.sub`` or ``Node(..)``
+    # to ``v9(..)`` but not the import or the class; their flow says little anyway).
+    bound = {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}
+    bound |= {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+    }
+    uses: dict[str, list] = {}
+    for stmt in ast.walk(tree):
+        if not isinstance(stmt, ast.stmt):
+            continue
+        names = list(_leaves(stmt))
+        if not names:
+            continue
+        head = _head(stmt)
+        for k, n in enumerate(names):
+            name = n.id if isinstance(n, ast.Name) else n.arg
+            if name in bound:
+                uses.setdefault(name, []).append((head, k))
+    return tuple(sorted(tuple(sorted(u)) for u in uses.values()))

@@ -192,14 +192,19 @@ class _Views:
     """Per-document verification views, computed once and only for candidate documents."""
 
     def __init__(self, docs: Sequence[tuple[str, str]]):
-        self.docs, self.words, self.quick, self.canon = docs, {}, {}, {}
+        self.docs, self.words, self.quick, self.canon, self.flows = docs, {}, {}, {}, {}
 
     def word(self, i: int) -> frozenset:
         if i not in self.words:
             self.words[i] = canon.prompt_words(self.docs[i][0])
         return self.words[i]
 
-    def key(self, i: int) -> int:
+    def flow(self, i: int) -> tuple:
+        if i not in self.flows:
+            self.flows[i] = canon.flow_key(self.docs[i][1])
+        return self.flows[i]
+
+    def key(self, i: int) -> tuple[int, int]:
         if i not in self.quick:
             self.quick[i] = canon.quick_key(self.docs[i][1])
         return self.quick[i]
@@ -214,15 +219,18 @@ def verify_pair(v: _Views, i: int, j: int, rule: NearRule) -> tuple[str, float] 
     """(basis, score) when documents i and j are near-duplicates, else None.
 
     ``same_code``: the canonical code (names blanked, layout, comments and the order of
-    independent statements gone) is identical and the prompts share >= prompt_floor of
-    their words; a differing number or contrast word does not matter then, the programs
+    independent statements gone) and its data flow (`canon.flow_key`) are identical and
+    the prompts share >= prompt_floor of their words; a differing number or contrast word does not matter then, the programs
     are the same. ``similar``: no such distinguishing word, and the mean of the prompt
     and canonical-code Jaccards is >= threshold.
     """
     pw = canon.jaccard(v.word(i), v.word(j))
     if pw < rule.prompt_floor and (pw + 1) / 2 < rule.threshold:
         return None  # neither basis can hold: skip the parse
-    if v.key(i) == v.key(j) or v.code(i).code == v.code(j).code:
+    (qi, ei), (qj, ej) = v.key(i), v.key(j)
+    if ei == ej or qi == qj or v.code(i).code == v.code(j).code:
+        if ei != ej and v.flow(i) != v.flow(j):
+            return None  # one shape, different data flow: profit (a - b) vs loss (b - a)
         return ("same_code", (pw + 1) / 2) if pw >= rule.prompt_floor else None
     if (pw + 1) / 2 < rule.threshold or canon.distinguishing(v.word(i), v.word(j)):
         return None

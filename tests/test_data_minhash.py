@@ -130,3 +130,34 @@ def test_line_cached_code_tokens_equal_tokenising_the_whole_code():
     ]
     for code in codes:
         assert minhash.code_tokens(code) == minhash._tokens_whole(code), code
+
+
+def test_flow_key_ignores_renaming_and_statement_order_but_not_swapped_operands():
+    from codeloop.canon import flow_key
+
+    a = "def f(cost, sale):\n    n = 0\n    m = 1\n    if cost > sale:\n        return cost - sale + n * m"
+    renamed = "def g(x, y):\n    q = 1\n    p = 0\n    if x > y:\n        return x - y + p * q"
+    swapped = "def f(cost, sale):\n    n = 0\n    m = 1\n    if sale > cost:\n        return sale - cost + n * m"  # noqa: E501
+    assert flow_key(a) == flow_key(renamed)
+    assert flow_key(a) != flow_key(swapped)
+
+
+def test_near_dedupe_keeps_two_tasks_whose_code_differs_only_in_operand_order():
+    profit = "def profit_amount(actual_cost, sale_amount):\n    if actual_cost > sale_amount:\n        amount = actual_cost - sale_amount\n        return amount\n    else:\n        return None"  # noqa: E501
+    loss = (
+        profit.replace("profit_amount", "loss_amount")
+        .replace("actual_cost > sale_amount", "sale_amount > actual_cost")
+        .replace("actual_cost - sale_amount", "sale_amount - actual_cost")
+    )  # noqa: E501
+    a = _task(
+        "a",
+        "Write a function that gives profit amount if the given amount has profit else return none.",
+        profit,
+    )  # noqa: E501
+    b = _task(
+        "b",
+        "Write a function that gives loss amount if the given amount has loss else return none.",
+        loss,
+    )  # noqa: E501
+    res = near_dedupe([a, b], threshold=0.9, num_perm=128, workers=1)
+    assert [t.task_id for t in res.kept] == ["a", "b"]
