@@ -236,3 +236,28 @@ def alive(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_jobs_queued_on_one_zygote_each_get_their_own_answer():
+    # Two jobs in flight per zygote (pool.Lane): answers must pair with their own jobs.
+    jobs = [
+        ExecJob(code=f"import time\ndef f(x):\n    time.sleep({(k % 3) * 0.01})\n    return {k}",
+                tests=[f"assert f(3) == {k if k % 4 else k + 1}"])
+        for k in range(40)
+    ]  # fmt: skip
+    with make_executor(SandboxConfig(workers=2)) as ex:
+        results = ex.run_many(jobs)
+    assert [r.passed for r in results] == [k % 4 != 0 for k in range(40)]
+
+
+def test_a_job_queued_behind_a_dying_zygote_is_re_run_and_passes():
+    with make_executor(SandboxConfig(workers=1)) as ex:
+        ex.run(job("def f(x): return x"))
+        (victim,) = zygote_pids(ex)
+        slow, queued = job(SLEEP.format(s=0.6)), job("def f(x): return x")
+        killer = threading.Timer(0.3, os.kill, (victim, signal.SIGKILL))
+        killer.start()
+        results = ex.run_many([slow, queued])  # the second waits in the zygote's pipe
+        killer.join()
+        assert [r.status for r in results] == ["passed", "passed"]
+        assert zygote_pids(ex) != [victim]

@@ -133,13 +133,24 @@ class DockerZygote:
         self.container.reload()
         return int(self.container.attrs["State"]["Pid"])
 
-    def request(self, job: dict, timeout: float) -> dict:
+    def send(self, job: dict) -> None:
+        """Queue one job (see pool.Lane)."""
         data = json.dumps(job).encode("utf-8", "surrogatepass")
         try:
             self.raw.sendall(struct.pack(">I", len(data)) + data)
         except OSError as exc:
             raise SandboxError(f"sandbox container is gone: {exc}") from exc
-        return self._recv(timeout)
+
+    def recv(self, timeout: float) -> dict:
+        """The answer to the oldest job not yet answered."""
+        try:
+            return self._recv(timeout)
+        except (OSError, ValueError) as exc:  # closed under us by a lane-mate's discard
+            raise SandboxError(f"sandbox container is gone: {exc}") from exc
+
+    def request(self, job: dict, timeout: float) -> dict:
+        self.send(job)
+        return self.recv(timeout)
 
     def close(self) -> None:
         try:

@@ -24,6 +24,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -96,12 +97,16 @@ class Zygote:
         self.info = self._recv(start_timeout)
 
     def _read_exact(self, n: int, deadline: float) -> bytes:
-        fd, buf = self.proc.stdout.fileno(), b""
+        buf = b""
         while len(buf) < n:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-                raise SandboxError(f"zygote gave no answer in time{self._tail()}")
-            chunk = os.read(fd, n - len(buf))
+            try:  # (closed under us when a lane-mate found the zygote dead)
+                fd = self.proc.stdout.fileno()
+                if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                    raise SandboxError(f"zygote gave no answer in time{self._tail()}")
+                chunk = os.read(fd, n - len(buf))
+            except (OSError, ValueError) as exc:
+                raise SandboxError(f"zygote is gone: {exc}{self._tail()}") from exc
             if not chunk:
                 raise SandboxError(f"zygote exited (code {self.proc.poll()}){self._tail()}")
             buf += chunk
@@ -130,16 +135,24 @@ class Zygote:
                 pass
         return pid
 
-    def request(self, job: dict, timeout: float) -> dict:
+    def send(self, job: dict) -> None:
+        """Queue one job; the zygote reads it once it is done with the jobs before it."""
         if self.proc.poll() is not None:  # killed while idle: never route a job to it
             raise SandboxError(f"zygote exited (code {self.proc.returncode}){self._tail()}")
         data = json.dumps(job).encode("utf-8", "surrogatepass")
         try:
             self.proc.stdin.write(struct.pack(">I", len(data)) + data)
             self.proc.stdin.flush()
-        except (BrokenPipeError, ValueError) as exc:
+        except (OSError, ValueError) as exc:
             raise SandboxError(f"zygote is gone: {exc}{self._tail()}") from exc
+
+    def recv(self, timeout: float) -> dict:
+        """The answer to the oldest job not yet answered."""
         return self._recv(timeout)
+
+    def request(self, job: dict, timeout: float) -> dict:
+        self.send(job)
+        return self.recv(timeout)
 
     def close(self) -> None:
         try:
@@ -155,11 +168,60 @@ class Zygote:
         self.stderr.close()
 
 
+class Lane:
+    """In-order jobs over one zygote, up to ``DEPTH`` in flight: the next job waits in the
+    zygote's pipe, so the zygote starts it the moment it has answered the one before,
+    instead of idling while we interpret that answer and plan the next job. The zygote
+    still runs one job at a time: the queue adds no concurrency, only removes idle gaps.
+    A failure breaks the lane for every job in it (each is re-run on a fresh zygote)."""
+
+    def __init__(self, zygote: Any) -> None:
+        self.zygote = zygote
+        self._send = threading.Lock()
+        self._turn = threading.Condition()
+        self._tickets = 0  # jobs sent
+        self._next = 0  # ticket whose answer is read next
+        self._broken: SandboxError | None = None
+
+    def _fail(self, exc: SandboxError) -> SandboxError:
+        with self._turn:
+            self._broken = self._broken or exc
+            self._turn.notify_all()
+        return exc
+
+    def request(self, job: dict, timeout: float) -> dict:
+        """Send ``job``, wait until the answers before it are read, read its own."""
+        with self._send:  # frames never interleave; tickets follow the pipe's order
+            if self._broken:
+                raise SandboxError(f"zygote failed earlier: {self._broken}")
+            ticket, self._tickets = self._tickets, self._tickets + 1
+            try:
+                self.zygote.send(job)
+            except SandboxError as exc:
+                raise self._fail(exc) from None
+        with self._turn:
+            while self._next != ticket and not self._broken:
+                self._turn.wait()
+            if self._broken:
+                raise SandboxError(f"zygote failed with a job before ours: {self._broken}")
+        try:  # our turn: the zygote is on our job now, so the deadline starts here
+            resp = self.zygote.recv(timeout)
+        except SandboxError as exc:
+            raise self._fail(exc) from None
+        with self._turn:
+            self._next += 1
+            self._turn.notify_all()
+        return resp
+
+
 class PoolExecutor:
     """Executor over N zygote slots; ``spawn(slot)`` makes a zygote for a slot.
 
     With ``drop_uid`` (and root) each slot leases its own host-wide uid (``self.uids``).
+    Each slot is a ``Lane`` taking ``DEPTH`` jobs at once (1 with ``fresh_per_job``).
     """
+
+    DEPTH = 2
 
     def __init__(
         self,
@@ -180,18 +242,35 @@ class PoolExecutor:
             for slot in range(self.workers):
                 self.uids[slot], fd = lease_uid()
                 self._uid_locks.append(fd)
-        for slot in range(self.workers):
-            self._slots.put(slot)
-        self._threads = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="sandbox")
+        self._lanes: dict[int, Lane] = {}
+        self._spawning = [threading.Lock() for _ in range(self.workers)]
+        depth = 1 if fresh_per_job else self.DEPTH
+        for _ in range(depth):  # slot order 0, 1, .., 0, 1, ..: a batch spreads over zygotes
+            for slot in range(self.workers):
+                self._slots.put(slot)
+        self._threads = ThreadPoolExecutor(
+            max_workers=self.workers * depth, thread_name_prefix="sandbox"
+        )
 
     def _zygote(self, slot: int) -> Any:
-        z = self._zygotes.get(slot)
-        if z is None:
-            z = self._zygotes[slot] = self._spawn(slot)
-        return z
+        return self._lane(slot).zygote
 
-    def _discard(self, slot: int) -> None:
-        z = self._zygotes.pop(slot, None)
+    def _lane(self, slot: int) -> Lane:
+        with self._spawning[slot]:  # two jobs of one slot must not both start a zygote
+            lane = self._lanes.get(slot)
+            if lane is None:
+                z = self._zygotes[slot] = self._spawn(slot)
+                lane = self._lanes[slot] = Lane(z)
+            return lane
+
+    def _discard(self, slot: int, lane: Lane | None = None) -> None:
+        """Drop the slot's zygote; given ``lane``, only if it is still that lane's (a
+        lane-mate may have replaced it already)."""
+        with self._spawning[slot]:
+            if lane is not None and self._lanes.get(slot) is not lane:
+                return
+            self._lanes.pop(slot, None)
+            z = self._zygotes.pop(slot, None)
         if z is not None:
             try:
                 z.close()
@@ -199,20 +278,22 @@ class PoolExecutor:
                 pass
 
     def _attempt(self, request: dict, timeout: float) -> dict:
-        """One try on a free slot. A fault of ours (zygote gone, hung, reporting a fault,
+        """One try on a free lane. A fault of ours (zygote gone, hung, reporting a fault,
         job taken by the host's OOM killer) drops the slot's zygote and raises."""
-        slot = self._slots.get()
+        slot, lane = self._slots.get(), None
         try:
-            resp = self._zygote(slot).request(request, timeout)
+            lane = self._lane(slot)
+            resp = lane.request(request, timeout)
             if "fault" in resp:
                 raise SandboxError(f"sandbox fault: {resp['fault']}")
             if resp.get("host_oom"):
                 raise SandboxError("the host's OOM killer killed the job (host memory pressure)")
             if self._fresh:
-                self._discard(slot)
+                self._discard(slot, lane)
             return resp
         except SandboxError:
-            self._discard(slot)
+            if lane is not None:  # (None: its zygote did not start; nothing to drop)
+                self._discard(slot, lane)
             raise
         finally:
             self._slots.put(slot)

@@ -90,11 +90,25 @@ def send(fd, obj):
         data = data[os.write(fd, data) :]
 
 
-def _child(job, opts, workdir, fds, vm):
-    """Runs in the forked child; never returns. ``vm``: the zygote's (so our) address space.
+def _limits(job, opts):
+    """The job's rlimits; computed in the zygote, so the child only applies them."""
+    cpu = int(job["timeout"]) + 1
+    return [
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
+        (resource.RLIMIT_AS, (_vm_bytes() + job["memory_mb"] * 2**20,) * 2),  # over our use
+        (resource.RLIMIT_FSIZE, (job.get("fsize_mb", 16) * 2**20,) * 2),
+        (resource.RLIMIT_NOFILE, (64, 64)),
+        (resource.RLIMIT_NPROC, (opts.get("nproc", 64),) * 2),
+        (resource.RLIMIT_CORE, (0, 0)),
+    ]
+
+
+def _child(job, opts, workdir, fds, limits):
+    """Runs in the forked child; never returns.
 
     Every page written after fork costs a copy-on-write fault (~7 us on a VM), which is most
-    of a small job's cost: so raw os calls here, no text-mode files, env prepared once."""
+    of a small job's cost: so raw os calls here, no text-mode files, and the environment
+    (HOME and TMPDIR are the zygote's fixed work dir) and the rlimits prepared in the zygote."""
     try:
         os.setsid()
         for target, fd in enumerate([os.open("/dev/null", os.O_RDWR), *fds]):  # out, err, res
@@ -107,17 +121,7 @@ def _child(job, opts, workdir, fds, vm):
         except OSError:
             pass
         os.chdir(workdir)
-        os.environ["HOME"] = os.environ["TMPDIR"] = workdir  # the rest was scrubbed in main()
-        cpu = int(job["timeout"]) + 1
-        limits = {
-            resource.RLIMIT_CPU: (cpu, cpu + 1),
-            resource.RLIMIT_AS: (vm + job["memory_mb"] * 2**20,) * 2,
-            resource.RLIMIT_FSIZE: (job.get("fsize_mb", 16) * 2**20,) * 2,
-            resource.RLIMIT_NOFILE: (64, 64),
-            resource.RLIMIT_NPROC: (opts.get("nproc", 64),) * 2,
-            resource.RLIMIT_CORE: (0, 0),
-        }
-        for which, lim in limits.items():
+        for which, lim in limits:
             resource.setrlimit(which, lim)
         uid = opts.get("uid")
         if uid is not None and os.getuid() == 0:
@@ -325,17 +329,20 @@ def sweep(opts, workdir):
 
 def run(job, opts, ctl=None):
     """Judge one job: fork the child, pump its pipes, kill and sweep. Returns a dict."""
-    workdir = os.path.join(opts["work_root"], f"job-{os.getpid()}-{opts['seq']}")
-    opts["seq"] += 1
-    os.mkdir(workdir, 0o700)
+    workdir = opts["workdir"]  # same path every job (so is the env), fresh dir every job
+    try:
+        os.mkdir(workdir, 0o700)
+    except FileExistsError:  # a sweep that failed half-way (reported as a fault then)
+        shutil.rmtree(workdir)
+        os.mkdir(workdir, 0o700)
     if opts.get("uid") is not None and os.getuid() == 0:
         os.chown(workdir, opts["uid"], opts["uid"])
     pipes = {name: os.pipe() for name in ("out", "err", "res")}
-    ooms, vm = oom_kills(), _vm_bytes()
+    ooms, limits = oom_kills(), _limits(job, opts)
     start = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        _child(job, opts, workdir, [w for _, w in pipes.values()], vm)
+        _child(job, opts, workdir, [w for _, w in pipes.values()], limits)
     for _, w in pipes.values():
         os.close(w)
     pidfd = os.pidfd_open(pid)
@@ -378,9 +385,6 @@ def main():
     null = os.open("/dev/null", os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
-    # the children's scrubbed environment, set once here (each child adds HOME and TMPDIR)
-    os.environ.clear()
-    os.environ.update(PATH="/usr/bin:/bin", LANG="C.UTF-8")
     for name in opts.get("preload", []):
         try:
             __import__(name)
@@ -400,7 +404,9 @@ def main():
             info["fs"] = f"not isolated: {e}"
     os.makedirs(opts["work_root"], mode=0o711, exist_ok=True)
     opts["scratch"] = [d for d in SCRATCH if os.path.isdir(d) and os.access(d, os.W_OK)]
-    opts["seq"] = 0
+    opts["workdir"] = work = os.path.join(opts["work_root"], f"job-{os.getpid()}")
+    os.environ.clear()  # the children's scrubbed environment, set once
+    os.environ.update(PATH="/usr/bin:/bin", HOME=work, TMPDIR=work, LANG="C.UTF-8")
     send(wfd, info)
     while True:
         job = recv(rfd)
