@@ -76,14 +76,49 @@ def _hashes(tokens: list[str], cache: dict[str, int], seed: int, norm) -> list[i
         return list(map(cache.__getitem__, tokens))
 
 
+def _many(texts, find, sep_tok, sep, cache, seed, norm) -> tuple[np.ndarray, np.ndarray]:
+    """(token hashes of all texts in order, tokens per text) from one regex pass.
+
+    The texts are joined by ``sep``, which tokenises to the single token ``sep_tok``,
+    and the hashes are cut where it stands. Where a text itself holds the separator,
+    or another token shares its hash, each text is tokenised alone.
+    """
+    if not texts:
+        return np.zeros(0, np.uint32), np.zeros(0, np.int64)
+    joined = sep.join(texts)
+    if joined.count(sep_tok) == len(texts) - 1:
+        h = np.fromiter(_hashes(find(joined), cache, seed, norm), np.uint32)
+        cuts = np.flatnonzero(h == cache.get(sep_tok, -1))
+        if len(cuts) == len(texts) - 1:
+            keep = np.ones(len(h), bool)
+            keep[cuts] = False
+            return h[keep], np.diff(np.r_[-1, cuts, len(h)]) - 1
+    toks = [_hashes(find(t), cache, seed, norm) for t in texts]
+    lens = np.fromiter(map(len, toks), np.int64, len(toks))
+    return np.fromiter(itertools.chain.from_iterable(toks), np.uint32, int(lens.sum())), lens
+
+
+def _code_find(text: str) -> list[str]:
+    return _CODE_TOKEN.findall(_COMMENT.sub("", text) if "#" in text else text)
+
+
+# Lowercased prompts cannot hold an upper-case letter, so this word never occurs in one.
+_PROMPT_SEP = "QSEPQ"
+
+
+def prompt_batch(prompts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(word hashes of all prompts in order, words per prompt); see `prompt_tokens`."""
+    return _many([p.lower() for p in prompts], _WORD.findall, _PROMPT_SEP,
+                 f" {_PROMPT_SEP} ", _prompt_cache, _PROMPT_SEED, str)  # fmt: skip
+
+
 def prompt_tokens(text: str) -> list[int]:
     """Hashes of the lowercased words of a prompt."""
-    return _hashes(_WORD.findall(text.lower()), _prompt_cache, _PROMPT_SEED, str)
+    return prompt_batch([text])[0].tolist()
 
 
 def _tokens_whole(code: str) -> list[int]:
-    toks = _CODE_TOKEN.findall(_COMMENT.sub("", code) if "#" in code else code)
-    return _hashes(toks, _code_cache, _CODE_SEED, _norm_code_token)
+    return _hashes(_code_find(code), _code_cache, _CODE_SEED, _norm_code_token)
 
 
 class _LineTable:
@@ -110,15 +145,24 @@ class _LineTable:
         if len(self.ids) + len(new) > self.MAX_UNITS or self.used > self.MAX_TOKENS:
             self.__init__()
             new = list(dict.fromkeys(units))
-        toks = [_tokens_whole(u) for u in new]
-        lens = np.fromiter(map(len, toks), np.int64, len(toks))
+        # Lines go through one regex pass together; a unit with triple quotes alone (its
+        # string could run on into the next unit).
+        lines = [u for u in new if "'''" not in u and '"""' not in u]
+        whole = [u for u in new if "'''" in u or '"""' in u]
+        new = lines + whole
+        flat, lens = _many(lines, _code_find, "\x00", "\n\x00\n", _code_cache, _CODE_SEED,
+                           _norm_code_token)  # fmt: skip
+        if whole:
+            toks = [_tokens_whole(u) for u in whole]
+            extra = np.fromiter(itertools.chain.from_iterable(toks), np.uint32)
+            flat = np.concatenate([flat, extra])
+            lens = np.concatenate([lens, np.fromiter(map(len, toks), np.int64, len(toks))])
         n_new, base = int(lens.sum()), len(self.ids)
         while self.used + n_new > len(self.buf):
             self.buf = np.concatenate([self.buf, np.zeros_like(self.buf)])
         while base + len(new) > len(self.off):
             self.off = np.concatenate([self.off, np.zeros_like(self.off)])
             self.len = np.concatenate([self.len, np.zeros_like(self.len)])
-        flat = np.fromiter(itertools.chain.from_iterable(toks), np.uint32, n_new)
         self.buf[self.used : self.used + n_new] = flat
         self.off[base : base + len(new)] = self.used + np.cumsum(lens) - lens
         self.len[base : base + len(new)] = lens
@@ -248,7 +292,7 @@ def signatures(docs: Sequence[tuple[str, str]], num_perm: int, seed: int = 1) ->
     alike. `view_jaccard` reads each half on its own.
     """
     half = num_perm // 2
-    p_h, p_seg = shingle_hashes([prompt_tokens(p) for p, _ in docs], PROMPT_K)
+    p_h, p_seg = shingle_hashes_flat(*prompt_batch([p for p, _ in docs]), PROMPT_K)
     c_h, c_seg = shingle_hashes_flat(*_LINES.tokens([c for _, c in docs]), CODE_K)
     sig_p = minhash_batch(p_h, p_seg, num_perm, seed, cols=slice(0, half))
     sig_c = minhash_batch(c_h, c_seg, num_perm, seed, cols=slice(half, num_perm))

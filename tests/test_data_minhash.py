@@ -161,3 +161,16 @@ def test_near_dedupe_keeps_two_tasks_whose_code_differs_only_in_operand_order():
     )  # noqa: E501
     res = near_dedupe([a, b], threshold=0.9, num_perm=128, workers=1)
     assert [t.task_id for t in res.kept] == ["a", "b"]
+
+
+def test_batched_tokenising_equals_tokenising_each_text_alone():
+    prompts = ["Sum a LIST.", "", "qsepq QSEPQ words", "x\ny  z"]
+    flat, lens = minhash.prompt_batch(prompts)
+    alone = [minhash._hashes(minhash._WORD.findall(p.lower()), {}, minhash._PROMPT_SEED, str)
+             for p in prompts]  # fmt: skip
+    assert lens.tolist() == [len(a) for a in alone]
+    assert flat.tolist() == [h for a in alone for h in a]
+    codes = ["a = 1\nb = 'x\x00y'  # c", "def f():\n    return '''s\n'''", "", "y = a.b"]
+    flat, lens = minhash._LineTable().tokens(codes)
+    assert flat.tolist() == [h for c in codes for h in minhash._tokens_whole(c)]
+    assert lens.tolist() == [len(minhash._tokens_whole(c)) for c in codes]
