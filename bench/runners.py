@@ -2,11 +2,12 @@
 
 Run: ``python bench/runners.py [--tasks 16] [--samples 4] [--chunks 4] [--repeat 1]``
 
-The same run three times — same tiny embedded policy, same synthetic tasks, same seed,
+The same run four times — same tiny embedded policy, same synthetic tasks, same seed,
 same chunking — through ``codeloop.scaleout.rollout_and_score`` (codeloop.rollout.run_rollout
 then codeloop.rewards.score_trajectories v1 on the real sandbox, per chunk) on: one
-thread (the baseline), a Dask LocalCluster of 1 worker process, and one of 2 worker
-processes. Printed side by side: wall seconds (LocalCluster start-up included, as a
+thread (the baseline), two threads of this process (generation no longer serialised:
+rows sample from their own generators), a Dask LocalCluster of 1 worker process, and
+one of 2 worker processes. Printed side by side: wall seconds (LocalCluster start-up included, as a
 stage pays it), trajectories/s, the speed-up over the baseline and the start-up alone
 (measured separately: cluster up, workers import torch/transformers, down); and whether every
 engine returned identical rows. On a 2-core machine the sandbox children compete with
@@ -77,6 +78,7 @@ def main() -> int:
     )
     engines = [
         ("threads x1 (baseline)", RunnerConfig(kind="threads", workers=1)),
+        ("threads x2", RunnerConfig(kind="threads", workers=2)),
         ("dask LocalCluster x1", RunnerConfig(kind="dask", workers=1)),
         ("dask LocalCluster x2", RunnerConfig(kind="dask", workers=2)),
     ]
