@@ -36,7 +36,8 @@ from codeloop.sandbox.base import ExecJob, ExecResult, SandboxError
 from codeloop.sandbox.judge import build_request, interpret, no_code_result, plan_job, wall_cap
 
 HERE = Path(__file__).resolve().parent
-ZYGOTE_SRC = (HERE / "zygote.py").read_text()
+# one program: budget.py defines what zygote.py uses (both stdlib only)
+ZYGOTE_SRC = (HERE / "budget.py").read_text() + "\n\n" + (HERE / "zygote.py").read_text()
 HARNESS_SRC = (HERE / "harness.py").read_text()
 CHILD_PYTHON = os.environ.get("CODELOOP_SANDBOX_PYTHON", "/usr/bin/python3")
 UID_BASE, UID_SPAN = 62000, 4096  # uids leased to slots: one uid, one slot, host-wide

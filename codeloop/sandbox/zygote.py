@@ -8,9 +8,13 @@ length + JSON. Per job: fork, new session, rlimits, scrubbed env, fresh work dir
 /dev/null, capped pipes, a time budget, then SIGKILL of every process the job left (as PID
 1 of its namespace: kill(-1); otherwise as the job's uid plus the subreaper's children) and
 removal of every file it wrote. The zygote never interprets results: it ships the child's
-raw result lines back and the parent (codeloop.sandbox.judge) decides. The time budget is
-charged from /proc every SAMPLE_S: CPU seconds of the job's processes and wall time not spent
-waiting for a CPU (schedstat), so load slows a job without timing it out (``wall_cap`` caps).
+raw result lines back and the parent (codeloop.sandbox.judge) decides. The time budget and
+the pipe pump are in budget.py, whose source runs first (pool.ZYGOTE_SRC).
+
+Cost: on this VM every page written after a fork is a copy-on-write fault (~7 us), most of
+a small job's cost, so the per-job path writes few pages: the child uses raw os calls, its
+environment (fixed work dir path) is set once, rlimits are computed here, and the clean-up
+reaps by blocking waits instead of /proc scans.
 """
 
 import ctypes
@@ -18,24 +22,22 @@ import errno
 import json
 import os
 import resource
-import select
 import shutil
 import signal
 import struct
 import sys
 import time
 
+try:  # for linters and tests; as the zygote, budget.py's source runs just before this one
+    from codeloop.sandbox.budget import ParentGone, _children, _pump
+except ImportError:
+    pass
+
 _libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
-SAMPLE_S = 0.05  # how often a running job's budget is charged
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-class ParentGone(Exception):
-    """Our control pipe hung up mid-job: the parent died; kill the job and exit."""
 
 
 def _mount(src, target, fstype, flags, data):
@@ -104,11 +106,7 @@ def _limits(job, opts):
 
 
 def _child(job, opts, workdir, fds, limits):
-    """Runs in the forked child; never returns.
-
-    Every page written after fork costs a copy-on-write fault (~7 us on a VM), which is most
-    of a small job's cost: so raw os calls here, no text-mode files, and the environment
-    (HOME and TMPDIR are the zygote's fixed work dir) and the rlimits prepared in the zygote."""
+    """Runs in the forked child; never returns. Few page writes: raw os calls (see top)."""
     try:
         os.setsid()
         for target, fd in enumerate([os.open("/dev/null", os.O_RDWR), *fds]):  # out, err, res
@@ -141,17 +139,6 @@ def _child(job, opts, workdir, fds, limits):
     except BaseException:
         pass
     os._exit(code)
-
-
-def _children(pid=None):
-    pid, out = pid or os.getpid(), []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as fh:
-                out += [int(p) for p in fh.read().split()]
-    except (OSError, ValueError):
-        pass
-    return out
 
 
 def kill_everything(pid, opts):
@@ -200,92 +187,6 @@ def _kill_quiet(pid):
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-
-
-def _descendants():
-    """PIDs of every process below us: the job's tree and its orphans (we reap for both)."""
-    out, todo = [], _children()
-    while todo:
-        out.append(todo.pop())
-        todo += _children(out[-1])
-    return out
-
-
-def _cpu_s(pid):
-    """CPU seconds of a process plus its reaped children (utime, stime, cutime, cstime)."""
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return sum(int(x) for x in fields[11:15]) / CLK_TCK
-
-
-def job_usage(waits):
-    """(CPU seconds, run-queue wait seconds) of the job. ``waits`` keeps each task's last
-    wait across samples, so a process reaped since still counts up to its last sample."""
-    cpu = 0.0
-    for pid in _descendants():
-        try:
-            cpu += _cpu_s(pid)
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
-                    waits[(pid, tid)] = int(fh.read().split()[1])
-        except (OSError, ValueError, IndexError):
-            pass  # exited between listing and reading
-    return cpu, sum(waits.values()) / 1e9
-
-
-def _spent(job, elapsed, waits):
-    """Which budget the job has spent: "cpu", "time", "wall" or ""."""
-    cpu, wait = job_usage(waits)
-    if cpu >= job["timeout"]:
-        return "cpu"
-    if elapsed - wait >= job["timeout"]:
-        return "time"
-    return "wall" if elapsed >= job.get("wall_cap", job["timeout"] * 10 + 1) else ""
-
-
-def _pump(fds, pidfd, ctl, job, caps, start):
-    """Read the child's pipes until it exits, a cap is hit, or a budget is spent.
-    Returns (buffers, caps over, exited, budget spent). Raises ParentGone if ``ctl`` hangs up."""
-    bufs = {name: bytearray() for name in fds}
-    names = {fd: name for name, fd in fds.items()}
-    poller = select.poll()
-    for fd in [*names, pidfd]:
-        poller.register(fd, select.POLLIN)
-    if ctl is not None:
-        poller.register(ctl, 0)  # no events asked: poll still reports POLLHUP / POLLERR
-    over, exited, spent, waits, next_check = [], False, "", {}, start + SAMPLE_S
-    while not exited and not over and not spent:
-        now = time.monotonic()
-        if now >= next_check:
-            spent, next_check = _spent(job, now - start, waits), now + SAMPLE_S
-            continue
-        for fd, _ in poller.poll(max(1, int((next_check - now) * 1000) + 1)):
-            if fd == pidfd:
-                exited = True
-            elif fd == ctl:
-                raise ParentGone
-            elif fd in names:
-                name, chunk = names[fd], os.read(fd, 65536)
-                bufs[name] += chunk
-                if not chunk:
-                    poller.unregister(fd)
-                    del names[fd]
-                elif len(bufs[name]) > caps[name]:
-                    over.append(name)
-    if exited:  # take what is already in the pipes, without waiting for grandchildren
-        for fd, name in list(names.items()):
-            os.set_blocking(fd, False)
-            try:
-                while len(bufs[name]) <= caps[name]:
-                    chunk = os.read(fd, 65536)
-                    if not chunk:
-                        break
-                    bufs[name] += chunk
-            except BlockingIOError:
-                pass
-            if len(bufs[name]) > caps[name]:
-                over.append(name)
-    return bufs, over, exited, spent
 
 
 def oom_kills():
