@@ -138,20 +138,33 @@ def _stage_root(root, tiny, runner: dict):
 
 @pytest.fixture(scope="module")
 def flow_rows(tiny, tmp_path_factory, prefect_harness):
-    """data/rollouts and data/trajectories written by the flows on threads and on Dask."""
+    """data/rollouts and data/trajectories written by the flows on threads and on Dask.
+
+    Both Dask stages use one LocalCluster of 2 worker processes through runner.address
+    (one cluster start-up instead of two; runner.address="" is covered above).
+    """
+    from distributed import LocalCluster
+
     from codeloop.io import read_trajectories
     from flows.rollout import rollout
     from flows.score import score
 
     out = {}
-    for kind in ("threads", "dask"):
-        root = _stage_root(tmp_path_factory.mktemp(kind), tiny, {"kind": kind, "workers": 2})
-        rollout(root=str(root))
-        score(root=str(root))
-        out[kind] = (
-            read_trajectories(root / "data/rollouts"),
-            read_trajectories(root / "data/trajectories"),
-        )
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        runners = {
+            "threads": {"kind": "threads", "workers": 2},
+            "dask": {"kind": "dask", "workers": 2, "address": cluster.scheduler_address},
+        }
+        for kind, runner in runners.items():
+            root = _stage_root(tmp_path_factory.mktemp(kind), tiny, runner)
+            rollout(root=str(root))
+            score(root=str(root))
+            out[kind] = (
+                read_trajectories(root / "data/rollouts"),
+                read_trajectories(root / "data/trajectories"),
+            )
     return out
 
 
