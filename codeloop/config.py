@@ -272,7 +272,9 @@ class EvaluateConfig(_Section):
 class RunnerConfig(_Section):
     kind: Literal["threads", "dask", "ray"] = Field("threads", description="Fan-out engine.")
     address: str = Field("", description="Dask scheduler / Ray address; empty = local cluster.")
-    workers: int = Field(2, ge=1, description="Workers for threads or a local cluster.")
+    workers: int = Field(
+        2, ge=1, description="Threads or LocalCluster processes; also rollout/score's chunk count."
+    )
 
 
 class Params(_Section):
