@@ -126,7 +126,7 @@ def _band_pairs(sig: np.ndarray, b: int, r: int, cap: int) -> tuple[np.ndarray, 
         key = np.zeros(n, dtype=np.uint64)
         for c in range(band * r, (band + 1) * r):  # FNV-style fold of the band into 64 bits
             key = (key ^ sig[:, c].astype(np.uint64)) * np.uint64(0x100000001B3)
-        order = np.lexsort((idx, key))
+        order = np.argsort(key, kind="stable")  # ties stay in row order
         ks = key[order]
         start = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
         sizes = np.diff(np.r_[start, n])

@@ -11,191 +11,24 @@ signatures go straight into datasketch's MinHashLSH as LeanMinHash objects.
 
 Shingles: prompt words (lowercased, ``PROMPT_K``-grams) and code tokens
 (``CODE_K``-grams) with local identifiers abstracted and quote style, parentheses,
-semicolons and comments dropped, so renamed variables and reformatting do not change a
-signature. See `signatures` for how the two views share one signature.
+semicolons and comments dropped (codeloop.tokens), so renamed variables and
+reformatting do not change a signature. See `signatures` for how the two views share
+one signature.
 """
 
 from __future__ import annotations
 
-import builtins
 import itertools
-import keyword
-import re
 from collections.abc import Sequence
 
 import numpy as np
-import xxhash
 from datasketch import LeanMinHash
+
+from codeloop.tokens import _LINES, code_tokens, prompt_batch, prompt_tokens  # noqa: F401
 
 SCHEME = "affine32"
 PROMPT_K = 2
 CODE_K = 3
-_PROMPT_SEED, _CODE_SEED = 17, 29  # different token seeds keep the two views' shingles apart
-
-_WORD = re.compile(r"\w+")
-_COMMENT = re.compile(r"#[^\n]*")
-# Identifiers first: trying string alternatives at every position costs 3x; a string
-# prefix (f'..') then tokenises as a name plus a string, which is harmless here.
-# Attribute names (".nlargest") are one token and keep their identity: a renamer does
-# not touch library calls, and they tell heapq.nlargest from heapq.nsmallest.
-_CODE_TOKEN = re.compile(
-    r"\.[ \t]*[A-Za-z_]\w*|[A-Za-z_]\w*|\d[\w.]*"
-    r"|'''[\s\S]*?'''|\"\"\"[\s\S]*?\"\"\"|'[^'\n]*'|\"[^\"\n]*\""
-    r"|==|!=|<=|>=|\*\*|//|->|[^\s\w();]"
-)
-_STR_NOISE = re.compile(r"\\n|\s|'|\"")
-# Names a renamer would not touch: keywords and builtins keep their identity because
-# they carry the meaning (``sorted``, ``len``, ``return``); everything else is "ID".
-_KEEP = frozenset(keyword.kwlist) | frozenset(dir(builtins))
-
-_prompt_cache: dict[str, int] = {}
-_code_cache: dict[str, int] = {}  # raw token -> hash of its normalised form
-
-
-def _norm_code_token(tok: str) -> str:
-    c = tok[0]
-    if c.isalpha() or c == "_":
-        return tok if tok in _KEEP else "ID"
-    if c == ".":
-        return "." + tok[1:].strip()
-    if c in "'\"":
-        # literals survive renaming; quote style and (escaped) whitespace do not
-        return "S" + _STR_NOISE.sub("", tok)
-    return tok
-
-
-def _hashes(tokens: list[str], cache: dict[str, int], seed: int, norm) -> list[int]:
-    try:
-        return list(map(cache.__getitem__, tokens))  # the common case: all seen before
-    except KeyError:
-        if len(cache) > 1_000_000:  # bound memory on corpora with many unique literals
-            cache.clear()
-        for t in tokens:
-            if t not in cache:
-                cache[t] = xxhash.xxh32_intdigest(norm(t).encode(), seed)
-        return list(map(cache.__getitem__, tokens))
-
-
-def _many(texts, find, sep_tok, sep, cache, seed, norm) -> tuple[np.ndarray, np.ndarray]:
-    """(token hashes of all texts in order, tokens per text) from one regex pass.
-
-    The texts are joined by ``sep``, which tokenises to the single token ``sep_tok``,
-    and the hashes are cut where it stands. Where a text itself holds the separator,
-    or another token shares its hash, each text is tokenised alone.
-    """
-    if not texts:
-        return np.zeros(0, np.uint32), np.zeros(0, np.int64)
-    joined = sep.join(texts)
-    if joined.count(sep_tok) == len(texts) - 1:
-        h = np.fromiter(_hashes(find(joined), cache, seed, norm), np.uint32)
-        cuts = np.flatnonzero(h == cache.get(sep_tok, -1))
-        if len(cuts) == len(texts) - 1:
-            keep = np.ones(len(h), bool)
-            keep[cuts] = False
-            return h[keep], np.diff(np.r_[-1, cuts, len(h)]) - 1
-    toks = [_hashes(find(t), cache, seed, norm) for t in texts]
-    lens = np.fromiter(map(len, toks), np.int64, len(toks))
-    return np.fromiter(itertools.chain.from_iterable(toks), np.uint32, int(lens.sum())), lens
-
-
-def _code_find(text: str) -> list[str]:
-    return _CODE_TOKEN.findall(_COMMENT.sub("", text) if "#" in text else text)
-
-
-# Lowercased prompts cannot hold an upper-case letter, so this word never occurs in one.
-_PROMPT_SEP = "QSEPQ"
-
-
-def prompt_batch(prompts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(word hashes of all prompts in order, words per prompt); see `prompt_tokens`."""
-    return _many([p.lower() for p in prompts], _WORD.findall, _PROMPT_SEP,
-                 f" {_PROMPT_SEP} ", _prompt_cache, _PROMPT_SEED, str)  # fmt: skip
-
-
-def prompt_tokens(text: str) -> list[int]:
-    """Hashes of the lowercased words of a prompt."""
-    return prompt_batch([text])[0].tolist()
-
-
-def _tokens_whole(code: str) -> list[int]:
-    return _hashes(_code_find(code), _code_cache, _CODE_SEED, _norm_code_token)
-
-
-class _LineTable:
-    """Token hashes of every code line seen so far, kept in one growing array.
-
-    No token spans a newline (one-quote strings, comments, numbers and attribute
-    tokens stop at it) except inside triple-quoted strings, so the tokens of a code
-    without those are the concatenated tokens of its lines; a code with them is one
-    unit. Lines repeat a lot across a corpus ("    return res"): a known line costs a
-    dict lookup instead of a regex pass, which was most of the cost of a signature.
-    """
-
-    MAX_UNITS, MAX_TOKENS = 500_000, 1 << 24  # bound memory; the table only saves time
-
-    def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
-        self.buf = np.zeros(1 << 16, np.uint32)
-        self.off = np.zeros(1 << 12, np.int64)
-        self.len = np.zeros(1 << 12, np.int64)
-        self.used = 0
-
-    def _add(self, units: list[str]) -> None:
-        new = [u for u in dict.fromkeys(units) if u not in self.ids]
-        if len(self.ids) + len(new) > self.MAX_UNITS or self.used > self.MAX_TOKENS:
-            self.__init__()
-            new = list(dict.fromkeys(units))
-        # Lines go through one regex pass together; a unit with triple quotes alone (its
-        # string could run on into the next unit).
-        lines = [u for u in new if "'''" not in u and '"""' not in u]
-        whole = [u for u in new if "'''" in u or '"""' in u]
-        new = lines + whole
-        flat, lens = _many(lines, _code_find, "\x00", "\n\x00\n", _code_cache, _CODE_SEED,
-                           _norm_code_token)  # fmt: skip
-        if whole:
-            toks = [_tokens_whole(u) for u in whole]
-            extra = np.fromiter(itertools.chain.from_iterable(toks), np.uint32)
-            flat = np.concatenate([flat, extra])
-            lens = np.concatenate([lens, np.fromiter(map(len, toks), np.int64, len(toks))])
-        n_new, base = int(lens.sum()), len(self.ids)
-        while self.used + n_new > len(self.buf):
-            self.buf = np.concatenate([self.buf, np.zeros_like(self.buf)])
-        while base + len(new) > len(self.off):
-            self.off = np.concatenate([self.off, np.zeros_like(self.off)])
-            self.len = np.concatenate([self.len, np.zeros_like(self.len)])
-        self.buf[self.used : self.used + n_new] = flat
-        self.off[base : base + len(new)] = self.used + np.cumsum(lens) - lens
-        self.len[base : base + len(new)] = lens
-        self.ids.update(zip(new, range(base, base + len(new)), strict=True))
-        self.used += n_new
-
-    def tokens(self, codes: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(all token hashes of the codes in order, number of tokens of each code)."""
-        units: list[str] = []
-        per_code = np.empty(len(codes), np.int64)
-        for d, code in enumerate(codes):
-            part = [code] if "'''" in code or '"""' in code else code.split("\n")
-            units += part
-            per_code[d] = len(part)
-        ids = list(map(self.ids.get, units))
-        if None in ids:
-            self._add(units)
-            ids = list(map(self.ids.__getitem__, units))
-        idx = np.fromiter(ids, np.int64, len(ids))
-        off, ln = self.off[idx], self.len[idx]
-        total = int(ln.sum())
-        pos = np.repeat(off - (np.cumsum(ln) - ln), ln) + np.arange(total)
-        first = np.cumsum(per_code) - per_code
-        lens = np.add.reduceat(ln, first) if len(codes) else per_code
-        return self.buf[pos], lens
-
-
-_LINES = _LineTable()
-
-
-def code_tokens(code: str) -> list[int]:
-    """Hashes of normalised code tokens (comments dropped, names/literals abstracted)."""
-    return _LINES.tokens([code])[0].tolist()
 
 
 def permutations(num_perm: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -299,11 +132,12 @@ def signatures(docs: Sequence[tuple[str, str]], num_perm: int, seed: int = 1) ->
     return np.hstack([sig_p, sig_c])
 
 
-def _signatures_at(bounds: tuple[int, int], num_perm: int, seed: int) -> np.ndarray:
-    return signatures(_FORK_DOCS[bounds[0] : bounds[1]], num_perm, seed)
+def _signatures_at(bounds: tuple[int, int], num_perm: int, seed: int) -> None:
+    _FORK_OUT[bounds[0] : bounds[1]] = signatures(_FORK_DOCS[bounds[0] : bounds[1]], num_perm, seed)
 
 
 _FORK_DOCS: Sequence[tuple[str, str]] = ()
+_FORK_OUT = np.zeros((0, 0), np.uint32)
 
 
 def signatures_parallel(
@@ -315,23 +149,27 @@ def signatures_parallel(
 ) -> np.ndarray:
     """`signatures` over forked worker processes; serial when small.
 
-    Workers inherit the documents through fork, so only (start, end) pairs and the
-    uint32 signatures cross the pipes.
+    Workers inherit the documents through fork and write their rows straight into a
+    shared anonymous mapping, so only (start, end) pairs cross the pipes.
     """
-    global _FORK_DOCS
+    global _FORK_DOCS, _FORK_OUT
     if workers <= 1 or len(docs) <= batch:
         return signatures(docs, num_perm, seed)
+    import mmap
     import multiprocessing as mp
     from functools import partial
 
+    shared = mmap.mmap(-1, len(docs) * num_perm * 4)  # MAP_SHARED: children's writes show
     _FORK_DOCS = docs
+    _FORK_OUT = np.frombuffer(shared, np.uint32).reshape(len(docs), num_perm)
     spans = [(i, min(i + batch, len(docs))) for i in range(0, len(docs), batch)]
     try:
         with mp.get_context("fork").Pool(workers) as pool:
-            parts = pool.map(partial(_signatures_at, num_perm=num_perm, seed=seed), spans, 1)
+            pool.map(partial(_signatures_at, num_perm=num_perm, seed=seed), spans, 1)
+        return _FORK_OUT.copy()
     finally:
-        _FORK_DOCS = ()
-    return np.concatenate(parts)
+        _FORK_DOCS, _FORK_OUT = (), np.zeros((0, 0), np.uint32)
+        shared.close()
 
 
 def view_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from datasketch import MinHash
 
-from codeloop import minhash
+from codeloop import minhash, tokens
 from codeloop.dedupe import exact_dedupe, near_dedupe, normalise_code
 from codeloop.schema import Task
 
@@ -129,7 +129,7 @@ def test_line_cached_code_tokens_equal_tokenising_the_whole_code():
         "z = 'unterminated\nw = z",
     ]
     for code in codes:
-        assert minhash.code_tokens(code) == minhash._tokens_whole(code), code
+        assert minhash.code_tokens(code) == tokens._tokens_whole(code), code
 
 
 def test_flow_key_ignores_renaming_and_statement_order_but_not_swapped_operands():
@@ -166,11 +166,21 @@ def test_near_dedupe_keeps_two_tasks_whose_code_differs_only_in_operand_order():
 def test_batched_tokenising_equals_tokenising_each_text_alone():
     prompts = ["Sum a LIST.", "", "qsepq QSEPQ words", "x\ny  z"]
     flat, lens = minhash.prompt_batch(prompts)
-    alone = [minhash._hashes(minhash._WORD.findall(p.lower()), {}, minhash._PROMPT_SEED, str)
+    alone = [tokens._hashes(tokens._WORD.findall(p.lower()), {}, tokens._PROMPT_SEED, str)
              for p in prompts]  # fmt: skip
     assert lens.tolist() == [len(a) for a in alone]
     assert flat.tolist() == [h for a in alone for h in a]
     codes = ["a = 1\nb = 'x\x00y'  # c", "def f():\n    return '''s\n'''", "", "y = a.b"]
-    flat, lens = minhash._LineTable().tokens(codes)
-    assert flat.tolist() == [h for c in codes for h in minhash._tokens_whole(c)]
-    assert lens.tolist() == [len(minhash._tokens_whole(c)) for c in codes]
+    flat, lens = tokens._LineTable().tokens(codes)
+    assert flat.tolist() == [h for c in codes for h in tokens._tokens_whole(c)]
+    assert lens.tolist() == [len(tokens._tokens_whole(c)) for c in codes]
+
+
+def test_line_table_gives_the_same_tokens_after_it_resets_to_bound_memory():
+    table = tokens._LineTable()
+    table.MAX_UNITS = 3
+    codes = [f"x{i} = {i}\ny = x{i} * 2\nreturn y" for i in range(5)] + ["é = 'ü'\nz = 1"]
+    for _ in range(2):
+        flat, lens = table.tokens(codes)
+        assert flat.tolist() == [h for c in codes for h in tokens._tokens_whole(c)]
+        assert lens.tolist() == [len(tokens._tokens_whole(c)) for c in codes]
