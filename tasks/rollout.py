@@ -1,4 +1,4 @@
-"""Prefect tasks of the rollout stage (thin wrappers over codeloop.rollout)."""
+"""Prefect tasks of the rollout stage (thin wrappers over codeloop.scaleout / codeloop.rollout)."""
 
 from __future__ import annotations
 
