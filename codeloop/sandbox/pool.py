@@ -10,7 +10,9 @@ gets a fresh zygote and the job is re-run once; a second fault raises SandboxErr
 Every slot's children run as a uid leased host-wide for the executor's lifetime (an
 exclusive ``flock`` on a lock file per uid), so no two executors, in one process or in
 several, ever share a uid: the per-job ``kill(-1)`` as that uid and its RLIMIT_NPROC count
-reach only that slot's own job.
+reach only that slot's own job. A slot's ``Lane`` queues a second job in the zygote's pipe,
+but the zygote runs one job at a time and kills and sweeps each before reading the next, so
+a uid is never shared by two running jobs.
 """
 
 from __future__ import annotations
