@@ -58,9 +58,8 @@ def _hashes(tokens: list[str], cache: dict[str, int], seed: int, norm) -> list[i
     except KeyError:
         if len(cache) > 1_000_000:  # bound memory on corpora with many unique literals
             cache.clear()
-        for t in tokens:
-            if t not in cache:
-                cache[t] = xxhash.xxh32_intdigest(norm(t).encode(), seed)
+        for t in set(tokens).difference(cache):  # set ops in C: batches are long
+            cache[t] = xxhash.xxh32_intdigest(norm(t).encode(), seed)
         return list(map(cache.__getitem__, tokens))
 
 
