@@ -1,7 +1,8 @@
 """GRPO trainer over scored trajectories (the `train` stage's library entry point).
 
 One iteration: load the policy, freeze a copy as the reference, build group advantages
-per ``prompt_key``, then ``cfg.steps`` AdamW steps of ``grad_accum`` micro-batches each,
+per ``prompt_key``, then ``cfg.steps`` AdamW steps of ``grad_accum`` micro-batches each
+(at most one epoch of the batch per step: a large ``grad_accum`` gives full-batch steps),
 with the clipped surrogate of ``codeloop.grpo`` against the sampler's log-probs and k3
 KL to the reference. Only model-generated tokens (``loss_mask``) carry loss, so
 environment feedback inside a multi-turn episode is context, never a target.
@@ -209,11 +210,14 @@ class GRPOUpdater:
             return []
         longest = max(sum(t.loss_mask[1:]) for t, _ in items)
         stream = _batches(items, cfg.micro_batch_size, random.Random(seed))
+        # A window never spans more than one epoch: a larger grad_accum means "the whole
+        # batch per step" (each step one exact pass), not the same rows counted twice.
+        accum = min(cfg.grad_accum, math.ceil(len(items) / cfg.micro_batch_size))
         history = []
         for step in range(1, cfg.steps + 1):
             row = {
                 "step": step,
-                **self.step([next(stream) for _ in range(cfg.grad_accum)], longest),
+                **self.step([next(stream) for _ in range(accum)], longest),
             }
             if out_dir and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
                 if step < cfg.steps:

@@ -152,6 +152,14 @@ def test_one_update_raises_rewarded_and_lowers_penalised_completions(tiny_policy
     assert _seq_logp(after, BAD) < _seq_logp(before, BAD)
 
 
+def test_a_grad_accum_beyond_the_batch_makes_each_step_one_exact_pass(tiny_policy_dir, tmp_path):
+    policy = Policy.load(tiny_policy_dir)
+    trajs = _group(policy)
+    m = train_grpo(tiny_policy_dir, trajs, _cfg(grad_accum=10, micro_batch_size=2), tmp_path / "c")
+    every_loss_token = sum(sum(t.loss_mask[1:]) for t in trajs)
+    assert [row["loss_tokens"] for row in m["history"]] == [every_loss_token] * 2
+
+
 def test_infra_error_trajectories_are_excluded_and_counted(tiny_policy_dir, tmp_path):
     policy = Policy.load(tiny_policy_dir)
     trajs = _group(policy)
