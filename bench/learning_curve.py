@@ -1,6 +1,6 @@
 """Does GRPO learn on the embedded default? N iterations of rollout → score → train on CPU.
 
-Run: ``.venv/bin/python bench/learning_curve.py [--iterations 5] [--out metrics/learning_curve.csv]``
+Run: ``.venv/bin/python bench/learning_curve.py [--iterations 6] [--out metrics/learning_curve.csv]``
 
 Everything is the library the stages call, in process: synthetic tasks
 (``codeloop.generator``), the embedded tiny GPT-2 with its SFT warm start
@@ -12,6 +12,13 @@ held-out synthetic split never trained on. Per iteration it writes one row: mean
 reward of that iteration's rollouts, held-out pass@1, and the trainer's kl / clip /
 frac_reward_zero_std, as a CSV that DVC can plot (``dvc plots show <csv> -x iteration
 -y heldout_pass@1``). Iteration 0 is the SFT policy before any GRPO step.
+
+Noise control (the figure is a difference of a few points, so it must be measured,
+not sampled): the training pool is a fixed set of ``--pool`` tasks rolled out every
+iteration (fresh samples, seed = iteration), so train reward compares like with like;
+held-out pass@1 is the unbiased estimator over ``--eval-samples`` samples of each of
+``--heldout`` tasks, printed with its standard error over tasks; every seed is fixed,
+so a rerun gives the same rows.
 """
 
 from __future__ import annotations
@@ -40,24 +47,29 @@ from codeloop.sft import run_sft  # noqa: E402
 from codeloop.trainer import train_grpo  # noqa: E402
 
 FIELDS = (
-    "iteration", "train_reward_mean", "train_pass_rate", "heldout_pass@1", "heldout_success_rate",
-    "frac_reward_zero_std", "kl", "clip_ratio_region", "loss", "n_in_update", "seconds",
+    "iteration", "train_reward_mean", "train_reward_se", "train_pass_rate", "train_revise_fix_rate",
+    "heldout_pass@1", "heldout_pass@1_se", "heldout_delta", "heldout_delta_se",
+    "heldout_success_rate",
+    "frac_reward_zero_std", "kl", "clip_ratio_region", "ratio_mean_first_step", "loss",
+    "n_in_update", "seconds",
 )  # fmt: skip
 
 
 def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--iterations", type=int, default=5)
-    ap.add_argument("--tasks", type=int, default=600, help="synthetic tasks generated")
-    ap.add_argument("--heldout", type=int, default=60, help="held-out tasks evaluated")
-    ap.add_argument("--per-iteration", type=int, default=32, help="train tasks per rollout")
+    ap.add_argument("--iterations", type=int, default=6)
+    ap.add_argument("--tasks", type=int, default=1000, help="synthetic tasks generated")
+    ap.add_argument("--heldout", type=int, default=200, help="held-out tasks evaluated")
+    ap.add_argument(
+        "--pool", type=int, default=64, help="fixed train tasks rolled out each iteration"
+    )
     ap.add_argument("--sft-steps", type=int, default=None, help="override sft.steps")
     ap.add_argument("--steps", type=int, default=None, help="override train.steps")
     ap.add_argument("--lr", type=float, default=None, help="override train.lr")
     ap.add_argument("--beta", type=float, default=None, help="override train.beta")
     ap.add_argument("--group", type=int, default=None, help="override rollout.samples_per_task")
-    ap.add_argument("--eval-samples", type=int, default=4, help="samples per held-out task")
+    ap.add_argument("--eval-samples", type=int, default=2, help="samples per held-out task")
     ap.add_argument("--init", default="", help="start from this saved SFT policy (skip SFT)")
     ap.add_argument("--save-init", default="", help="save the SFT policy here for reuse")
     ap.add_argument(
@@ -78,7 +90,12 @@ def _params(a: argparse.Namespace):
         upd["rollout"] = p.rollout.model_copy(update={"samples_per_task": a.group})
     # pass@1 from several samples per held-out task: 60 tasks x 1 sample moves by ~6
     # points between two evaluations of the *same* policy, more than GRPO moves it.
-    upd["evaluate"] = p.evaluate.model_copy(update={"samples_per_task": a.eval_samples})
+    # Held-out answers get the rollout's token budget: every reference body is <= 46
+    # tokens, so a longer answer is wrong either way, and one runaway row would keep
+    # its whole generation batch running to evaluate.max_new_tokens.
+    upd["evaluate"] = p.evaluate.model_copy(
+        update={"samples_per_task": a.eval_samples, "max_new_tokens": p.rollout.max_new_tokens}
+    )
     if a.sft_steps is not None and hasattr(p, "sft"):
         upd["sft"] = p.sft.model_copy(update={"steps": a.sft_steps})
     p = p.model_copy(update=upd)
@@ -92,11 +109,68 @@ def _params(a: argparse.Namespace):
     return p
 
 
-def _heldout(policy, tasks, executor, p) -> dict:
+def _se(values: list[float]) -> float:
+    """Standard error of the mean (sample std / sqrt(n))."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mean = sum(values) / n
+    return (sum((v - mean) ** 2 for v in values) / (n - 1) / n) ** 0.5
+
+
+def _eval_row(policy, heldout, executor, p, base=None) -> dict:
     m = evaluate_sets(
-        policy, {"heldout": tasks}, executor, p.evaluate, timeout_s=p.sandbox.timeout_s
+        policy, {"heldout": heldout}, executor, p.evaluate, timeout_s=p.sandbox.timeout_s
     )
-    return m["sets"]["heldout"]
+    s, rates = m["sets"]["heldout"], m["pass_rates"]["heldout"]
+    # pass@1 = mean over tasks of c/n (unbiased); its SE is over tasks, the unit sampled.
+    # The change since the SFT policy is paired per task: the same tasks are evaluated
+    # every iteration, so task difficulty cancels out of its SE.
+    base = base if base is not None else rates
+    diffs = [rates[t] - base[t] for t in rates]
+    return {
+        "heldout_pass@1": s["pass@1"],
+        "heldout_pass@1_se": _se(list(rates.values())),
+        "heldout_delta": sum(diffs) / len(diffs),
+        "heldout_delta_se": _se(diffs),
+        "heldout_success_rate": s["success_rate"],
+        "_rates": rates,
+    }
+
+
+def _train_row(scored) -> dict:
+    """Mean train reward (SE over tasks), pass rate, and how often a revise turn fixed it."""
+    ok = [t for t in scored if not t.infra_error]
+    by_task: dict[str, list[float]] = {}
+    for t in ok:
+        by_task.setdefault(t.task_id, []).append(t.reward)
+    passed = [t for t in ok if t.terminal_reason == "all_tests_passed"]
+    revised = [t for t in ok if len(t.actions) > 1]
+    return {
+        "train_reward_mean": sum(t.reward for t in ok) / max(1, len(ok)),
+        "train_reward_se": _se([sum(v) / len(v) for v in by_task.values()]),
+        "train_pass_rate": len(passed) / max(1, len(ok)),
+        # Of the episodes that reached a revise turn, the share a revision made pass.
+        "train_revise_fix_rate": sum(len(t.actions) > 1 for t in passed) / max(1, len(revised)),
+    }
+
+
+def _start_policy(a, p, train_tasks):
+    if a.init:
+        policy = Policy.load(a.init)
+        print(f"start policy {a.init} ({policy.model_version[:12]})")
+        return policy
+    t0 = time.perf_counter()
+    policy = build_embedded(p, train_tasks)
+    sft = run_sft(policy, train_tasks, p.sft)
+    print(
+        f"SFT: {sft.get('steps')} steps, {sft.get('examples')} examples "
+        f"({sft.get('revise_examples')} revise), loss {sft.get('loss_last')}, "
+        f"{time.perf_counter() - t0:.0f}s"
+    )
+    if a.save_init:
+        policy.save(a.save_init)
+    return policy
 
 
 def main() -> int:
@@ -105,51 +179,39 @@ def main() -> int:
     tasks = generate_tasks(a.tasks, seed=0, max_depth=3)
     random.Random(1).shuffle(tasks)  # a held-out split with the corpus' depth mix
     heldout, train_tasks = tasks[: a.heldout], tasks[a.heldout :]
-    by_id = {t.task_id: t for t in train_tasks}
-    rng = random.Random(0)
+    pool = train_tasks[: a.pool]  # fixed across iterations: rewards compare like with like
+    by_id = {t.task_id: t for t in pool}
     executor = make_executor(p.sandbox)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
         current = Path(tmp) / "iter-0000"
-        if a.init:
-            policy = Policy.load(a.init)
-            print(f"start policy {a.init} ({policy.model_version[:12]})")
-        else:
-            policy = build_embedded(p, train_tasks)
-            sft = run_sft(policy, train_tasks, p.sft)
-            print(
-                f"SFT: {sft.get('steps')} steps, loss {sft.get('loss_last')}, {time.perf_counter() - t0:.0f}s"
-            )
-            if a.save_init:
-                policy.save(a.save_init)
+        policy = _start_policy(a, p, train_tasks)
         policy.save(current)
         row = {"iteration": 0, **_eval_row(policy, heldout, executor, p)}
+        base = row["_rates"]
         rows.append(row)
-        print(_fmt(row))
+        print(_fmt(row), flush=True)
         for it in range(1, a.iterations + 1):
             t0 = time.perf_counter()
-            batch = rng.sample(train_tasks, a.per_iteration)
-            rcfg = p.rollout.model_copy(update={"seed": it, "iteration": it})
+            rcfg = p.rollout.model_copy(update={"seed": p.rollout.seed + it, "iteration": it})
             trajs = run_rollout(
-                batch, policy, executor, rcfg, timeout_s=p.sandbox.timeout_s,
+                pool, policy, executor, rcfg, timeout_s=p.sandbox.timeout_s,
                 dataset_version="learning-curve", iteration=it,
             )  # fmt: skip
             scored = score_trajectories(trajs, by_id, p.reward.version, executor)
             nxt = Path(tmp) / f"iter-{it:04d}"
             m = train_grpo(current, scored, p.train, nxt)
             policy, current = Policy.load(nxt), nxt
-            ok = [t for t in scored if not t.infra_error]
+            keys = ("frac_reward_zero_std", "kl", "clip_ratio_region", "ratio_mean_first_step")
             row = {
                 "iteration": it,
-                "train_reward_mean": m["reward_mean"],
-                "train_pass_rate": sum(t.terminal_reason == "all_tests_passed" for t in ok) / max(1, len(ok)),
-                **{k: m[k] for k in ("frac_reward_zero_std", "kl", "clip_ratio_region", "loss", "n_in_update")},
-                **_eval_row(policy, heldout, executor, p),
+                **_train_row(scored),
+                **{k: m[k] for k in (*keys, "loss", "n_in_update")},
+                **_eval_row(policy, heldout, executor, p, base),
                 "seconds": round(time.perf_counter() - t0, 1),
-            }  # fmt: skip
+            }
             rows.append(row)
-            print(_fmt(row))
+            print(_fmt(row), flush=True)
     executor.close()
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -157,15 +219,19 @@ def main() -> int:
         w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    first, last = rows[0]["heldout_pass@1"], rows[-1]["heldout_pass@1"]
-    print(f"held-out pass@1: {first:.3f} (SFT) -> {last:.3f} after {a.iterations} GRPO iterations")
+    r0, r1 = rows[0], rows[-1]
+    print(
+        f"held-out pass@1: {r0['heldout_pass@1']:.3f} +- {r0['heldout_pass@1_se']:.3f} (SFT) -> "
+        f"{r1['heldout_pass@1']:.3f} +- {r1['heldout_pass@1_se']:.3f} after {a.iterations} "
+        f"GRPO iterations (paired change {r1['heldout_delta']:+.3f} +- {r1['heldout_delta_se']:.3f})"
+    )
+    if len(rows) > 1:
+        print(
+            f"train reward (fixed pool): {rows[1]['train_reward_mean']:.3f} (SFT policy) -> "
+            f"{r1['train_reward_mean']:.3f} (policy of iteration {a.iterations - 1})"
+        )
     print(f"wrote {out}")
     return 0
-
-
-def _eval_row(policy, heldout, executor, p) -> dict:
-    s = _heldout(policy, heldout, executor, p)
-    return {"heldout_pass@1": s["pass@1"], "heldout_success_rate": s["success_rate"]}
 
 
 def _fmt(row: dict) -> str:
