@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from codeloop.config import SandboxConfig  # noqa: E402
 from codeloop.loaders import load_humaneval, load_mbpp  # noqa: E402
 from codeloop.sandbox import ExecJob, make_executor  # noqa: E402
+from codeloop.sandbox.split import plan_test  # noqa: E402
 
 MBPP = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp.jsonl"
 WORKERS = 2
@@ -147,6 +148,7 @@ def run_codeloop(rows, timeout, backend):
         ex.run_many([ExecJob(code="pass", tests=[])] * WORKERS)
         jobs = [ExecJob(code=r["code"], tests=r["tests"], setup_code=r["setup"], entry_point=r["entry"])
                 for r in rows]  # fmt: skip
+        plan_test.cache_clear()  # each backend pays for planning its tests, none inherits it
         zygotes = [z.host_pid() for z in ex._zygotes.values()]
         before, parent = [_proc_cpu(p) for p in zygotes], _self_cpu()
         t0 = time.perf_counter()
@@ -194,6 +196,7 @@ def leak_check(runs: int) -> None:
         tests=["assert f(1) == 1"],
     )
     ex.run_many([job] * 4)
+    tmp_before = set(os.listdir("/tmp"))
     before, t0 = snapshot(), time.perf_counter()
     done, failed = 0, 0
     while done < runs:
@@ -208,6 +211,11 @@ def leak_check(runs: int) -> None:
     for k in before:
         print(f"  {k:20s} before {before[k]:5d}  after {after[k]:5d}")
     print("  (host_tmp_entries counts the whole shared /tmp: other processes may add to it)")
+    for name in sorted(set(os.listdir("/tmp")) - tmp_before)[:10]:  # so a reader can tell whose
+        st = os.lstat(os.path.join("/tmp", name))
+        print(
+            f"  new in /tmp: {name} (uid {st.st_uid}{', a job uid' if st.st_uid in uids else ''})"
+        )
 
 
 def _uid(pid: str) -> int:
