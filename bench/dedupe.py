@@ -134,7 +134,7 @@ def quality(seen=(0, 1, 2, 3), held_out=(1001, 1002, 1003)):
     print(f"   natural truth: {len(twins)} MBPP pairs behave identically (each reference passes"
           f" the other's tests in the sandbox; {how})")  # fmt: skip
     print("   thresholds were chosen on planting seed 0, seeds 1-3 were looked at while building"
-          " (in-sample, *); seeds 1001-1003 are held out: first run with the final code")  # fmt: skip
+          " (in-sample, *); seeds 1001-1003 are held out: no threshold or rule was chosen on them")  # fmt: skip
     print(
         "   seed  deduper     planted-only: recall precision | planted+natural: recall precision | drops  unexplained drops"
     )  # noqa: E501

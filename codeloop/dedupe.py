@@ -7,8 +7,10 @@ pairs generously (``lsh_threshold`` on the prompt half's estimate), and `verify_
 decides each candidate exactly on canonical views (codeloop.canon): identical canonical
 code with overlapping prompts, or high prompt+code Jaccard with no differing number or
 contrast word ("fourth" vs "fifth"). Both steps are greedy in input order: a task is
-dropped when it matches one already kept, and it names that kept task. Callers order
-tasks by priority (source order, then row), so the kept representative is the first.
+dropped when it matches an earlier task, and it names the kept representative of that
+task (itself, or the one it was dropped for: a copy of a copy joins the cluster even
+when LSH did not pair it with the original). Callers order tasks by priority (source
+order, then row), so the kept representative is the first.
 """
 
 from __future__ import annotations
@@ -247,7 +249,8 @@ def verified_near_duplicates(
     ``rule.lsh_threshold`` (generous: an edited short prompt keeps few word bigrams;
     the full signature's estimate only orders the candidates); `verify_pair` decides
     each exactly, on canonical views of the two documents only. For each later row the
-    candidates are tried by estimated similarity, and only kept rows can be matched.
+    candidates are tried by estimated similarity; a match with a dropped row names that
+    row's representative.
     """
     # Both rules need the prompts to overlap, so the prompt half of the signature is
     # banded: code alone proposes many templated look-alikes that prompts then reject.
@@ -260,11 +263,11 @@ def verified_near_duplicates(
     views = _Views(docs)
     dup: dict[int, tuple[int, float, str]] = {}
     for i, j in zip(pi[order].tolist(), pj[order].tolist(), strict=True):
-        if j in dup or i in dup:
+        if j in dup:
             continue
         hit = verify_pair(views, i, j, rule)
-        if hit:
-            dup[j] = (i, hit[1], hit[0])
+        if hit:  # a copy of a dropped task belongs to that task's representative
+            dup[j] = (dup[i][0] if i in dup else i, hit[1], hit[0])
     return dup
 
 

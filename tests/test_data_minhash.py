@@ -184,3 +184,15 @@ def test_line_table_gives_the_same_tokens_after_it_resets_to_bound_memory():
         flat, lens = table.tokens(codes)
         assert flat.tolist() == [h for c in codes for h in tokens._tokens_whole(c)]
         assert lens.tolist() == [len(tokens._tokens_whole(c)) for c in codes]
+
+
+def test_a_copy_of_a_dropped_task_is_dropped_as_a_duplicate_of_its_representative():
+    code = "def f(x):\n    return x * 2 + 1"
+    a = _task("a", "alpha beta gamma delta epsilon zeta eta theta iota kappa", code)
+    b = _task("b", "alpha beta gamma delta epsilon zeta eta lambda mu nu", code)
+    c = _task(
+        "c", "xi omicron pi delta epsilon zeta eta lambda mu nu", code
+    )  # b's copy, far from a
+    res = near_dedupe([a, b, c], threshold=0.9, num_perm=128, workers=1)
+    assert [t.task_id for t in res.kept] == ["a"]
+    assert [d["duplicate_of"] for d in res.dropped] == ["a", "a"]
