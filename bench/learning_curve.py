@@ -18,7 +18,8 @@ not sampled): the training pool is a fixed set of ``--pool`` tasks rolled out ev
 iteration (fresh samples, seed = iteration), so train reward compares like with like;
 held-out pass@1 is the unbiased estimator over ``--eval-samples`` samples of each of
 ``--heldout`` tasks, printed with its standard error over tasks; every seed is fixed,
-so a rerun gives the same rows.
+so a rerun gives the same rows. Row k's train reward is of the rollouts that row k's
+update trained on, i.e. of the policy after k-1 iterations.
 """
 
 from __future__ import annotations
