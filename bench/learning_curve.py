@@ -65,6 +65,10 @@ def _args() -> argparse.Namespace:
     ap.add_argument(
         "--pool", type=int, default=64, help="fixed train tasks rolled out each iteration"
     )
+    ap.add_argument(
+        "--rotate", action="store_true",
+        help="a fresh slice of --pool train tasks each iteration (as the nightly buckets do)",
+    )  # fmt: skip
     ap.add_argument("--sft-steps", type=int, default=None, help="override sft.steps")
     ap.add_argument("--steps", type=int, default=None, help="override train.steps")
     ap.add_argument("--lr", type=float, default=None, help="override train.lr")
@@ -181,7 +185,7 @@ def main() -> int:
     random.Random(1).shuffle(tasks)  # a held-out split with the corpus' depth mix
     heldout, train_tasks = tasks[: a.heldout], tasks[a.heldout :]
     pool = train_tasks[: a.pool]  # fixed across iterations: rewards compare like with like
-    by_id = {t.task_id: t for t in pool}
+    by_id = {t.task_id: t for t in train_tasks}
     executor = make_executor(p.sandbox)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -194,6 +198,9 @@ def main() -> int:
         print(_fmt(row), flush=True)
         for it in range(1, a.iterations + 1):
             t0 = time.perf_counter()
+            if a.rotate:
+                start = (it - 1) * a.pool % len(train_tasks)
+                pool = (train_tasks + train_tasks)[start : start + a.pool]
             rcfg = p.rollout.model_copy(update={"seed": p.rollout.seed + it, "iteration": it})
             trajs = run_rollout(
                 pool, policy, executor, rcfg, timeout_s=p.sandbox.timeout_s,
