@@ -51,7 +51,7 @@ PIPELINE = (
     "clean", "policy_init", "sft", "bucket", "rollout", "score", "critic", "train", "evaluate"
 )  # fmt: skip
 # Tracked paths a night may modify; restored from HEAD when the night fails.
-TOUCHED = ("dvc.lock", "params.yaml", "metrics", "history", "models/.gitignore")
+TOUCHED = ("dvc.lock", "params.yaml", "metrics", "history", "models/.gitignore", "data/.gitignore")
 # Untracked memory of the last night tried here (survives the restore of a refused night).
 NIGHTS_STATE = Path(".dvc/tmp/codeloop-nights.json")
 
@@ -160,7 +160,9 @@ def promote_task(repo: str, row: dict[str, Any]) -> list[str]:
 @task(name="commit-and-tag")
 def commit_and_tag(repo: str, files: list[str], row: dict[str, Any]) -> str:
     tag = tag_for(int(row["iteration"]))
-    paths = [p for p in ("dvc.lock", "metrics", *files) if (Path(repo) / p).exists()]
+    paths = [
+        p for p in ("dvc.lock", "metrics", "data/.gitignore", *files) if (Path(repo) / p).exists()
+    ]
     git(repo, "add", "--", *paths)
     p1 = ", ".join(f"{k}={v:.4f}" for k, v in row["pass_at_1"].items())
     git(repo, "commit", "-q", "-m", f"{tag}: promote {row['model_version'][:12]} ({p1})")
