@@ -252,7 +252,8 @@ def evaluate_sets(
 
     Refuses (LeakError) when a frozen task appears in ``training_tasks``. Sets are
     capped at ``cfg.max_tasks_per_set`` tasks (first ones, a stable choice). With a
-    ``critic``, each set also reports ``pass@1_critic`` (critic-guided selection).
+    ``critic`` and more than one sample per task, each set also reports
+    ``pass@1_critic`` (critic-guided selection).
     """
     from codeloop.rollout import run_rollout  # the policy engineer's module; heavy (torch)
 
@@ -277,7 +278,7 @@ def evaluate_sets(
         by_id = {t.task_id: t for t in tasks}
         episodes = judge_episodes(trajs, by_id, executor)
         out["sets"][name] = set_metrics(episodes, cfg.samples_per_task)
-        if critic is not None:
+        if critic is not None and cfg.samples_per_task > 1:  # one sample: nothing to choose
             out["sets"][name]["pass@1_critic"] = critic_selected_rate(episodes, by_id, critic)
         out["pass_rates"][name] = per_task_pass_rates(episodes)
     out["model_version"] = getattr(policy, "model_version", "")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: install, then one full iteration of the pipeline on the embedded default
-# (clean → policy_init → bucket → rollout → score → train → evaluate) through `dvc repro`.
+# (clean → policy_init → sft → bucket → rollout → score → critic → train → evaluate) through `dvc repro`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
