@@ -82,6 +82,7 @@ def test_the_critic_flow_writes_a_critic_that_ranks_unseen_tasks_better_than_cha
     assert (root / "models/critic/critic.json").exists()
     assert json.loads((root / "metrics/critic.json").read_text()) == metrics
     assert metrics["n_train"] + metrics["n_holdout"] == metrics["n_examples"] > 0
+    assert metrics["skipped"] == {}  # every scored row of a known task is used
     assert metrics["holdout_auc"] > 0.6
 
 
@@ -125,7 +126,8 @@ def test_the_critic_command_trains_and_reports_and_refuses_unlabelled_input(scor
     write_tasks(empty, [])
     args[3] = str(empty)
     assert cli(["critic", *args, "--params", str(REPO / "params.yaml")]) == 2
-    assert "no scored trajectory" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no scored trajectory" in err and "unknown_task" in err  # the skipped rows, counted
 
 
 def _promote_repo(tmp_path: Path, version: str) -> Path:

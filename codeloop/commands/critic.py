@@ -25,28 +25,16 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from codeloop.config import ConfigError, load_params
     from codeloop.io import read_tasks, read_trajectories
-    from codeloop.rewards.critic import fit_with_holdout, labelled_examples
+    from codeloop.rewards.critic import train_from_config
 
     try:
         cfg = load_params(args.params).critic
         trajs = read_trajectories(args.trajectories)
         tasks = {t.task_id: t for t in read_tasks(args.tasks)}
+        critic, metrics = train_from_config(trajs, tasks, cfg, args.holdout)
     except (ConfigError, FileNotFoundError, ValueError) as exc:
-        print(f"codeloop critic: {exc}", file=sys.stderr)
+        print(f"codeloop critic: {args.trajectories}: {exc}", file=sys.stderr)
         return 2
-    examples = labelled_examples(trajs, tasks)
-    if not examples:
-        print(
-            f"codeloop critic: {args.trajectories}: no scored trajectory with a binary_pass "
-            "label (score them first, and check --tasks)",
-            file=sys.stderr,
-        )
-        return 2
-    holdout = cfg.holdout_fraction if args.holdout is None else args.holdout
-    critic, metrics = fit_with_holdout(
-        examples, holdout_fraction=holdout, seed=cfg.seed,
-        dim=1 << cfg.dim_bits, epochs=cfg.epochs, lr=cfg.lr, l2=cfg.l2,
-    )  # fmt: skip
     critic.save(args.out)
     print(json.dumps(metrics, indent=2))
     return 0

@@ -232,6 +232,43 @@ def fit_with_holdout(
     return Critic.fit(examples, **kw), metrics
 
 
+def skipped_reasons(trajs: list[Trajectory], tasks_by_id: dict[str, Task]) -> dict[str, int]:
+    """Why rows carry no label (counted, so nothing is dropped silently)."""
+    out: dict[str, int] = {}
+    for t in trajs:
+        why = (
+            "infra_error" if t.infra_error
+            else "unknown_task" if t.task_id not in tasks_by_id
+            else "unscored" if "binary_pass" not in t.reward_components
+            else ""
+        )  # fmt: skip
+        if why:
+            out[why] = out.get(why, 0) + 1
+    return out
+
+
+def train_from_config(
+    trajs: list[Trajectory], tasks_by_id: dict[str, Task], cfg, holdout_fraction=None
+) -> tuple[Critic, dict]:
+    """The critic stage and `codeloop critic`: fit with params' ``critic`` section (a
+    CriticConfig); metrics also count the unlabelled rows by reason. Raises ValueError
+    when no row carries a label."""
+    examples = labelled_examples(trajs, tasks_by_id)
+    skipped = skipped_reasons(trajs, tasks_by_id)
+    if not examples:
+        raise ValueError(
+            f"no scored trajectory carries a binary_pass label for a known task "
+            f"({len(trajs)} rows; skipped {skipped or 'none'})"
+        )
+    critic, metrics = fit_with_holdout(
+        examples,
+        holdout_fraction=cfg.holdout_fraction if holdout_fraction is None else holdout_fraction,
+        seed=cfg.seed, dim=1 << cfg.dim_bits, epochs=cfg.epochs, lr=cfg.lr, l2=cfg.l2,
+    )  # fmt: skip
+    metrics["skipped"] = skipped
+    return critic, metrics
+
+
 _INT = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
 _OP_SWAPS = ((" * ", " + "), (" + ", " - "), (" - ", " + "), ("[:", "[1:"), ("[::-1]", ""))
 
