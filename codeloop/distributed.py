@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -162,14 +163,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", default=".", help="workspace root (params.yaml, data/, models/)")
     ap.add_argument("--params", default="params.yaml", help="params file under --root")
     args = ap.parse_args(argv)
-    from codeloop.config import load_params
+    from codeloop.config import ConfigError, load_params
     from codeloop.io import read_trajectories, write_json, write_jsonl
     from codeloop.trainer import train_grpo
 
+    base = Path(args.root)
+    try:  # bad input is a one-line message naming the file, before any rank starts work
+        params = load_params(base / args.params)
+    except ConfigError as exc:
+        print(f"codeloop.distributed: {exc}", file=sys.stderr)
+        return 2
     init()
     try:
-        base = Path(args.root)
-        params = load_params(base / args.params)
         policy_dir = Path(params.policy.checkpoint)
         policy_dir = policy_dir if policy_dir.is_absolute() else base / policy_dir
         trajs = read_trajectories(base / "data/trajectories")
