@@ -112,11 +112,10 @@ def rollout_and_score(
     runner: RunnerConfig,
     dataset_version: str,
     n_chunks: int = 0,
-    score: bool = True,
     hidden: bool = True,
     torch_threads: int = 0,
 ) -> list[Trajectory]:
-    """All tasks' trajectories in task order, scored unless score is False or no reward.
+    """All tasks' trajectories in task order, scored with ``reward`` (None: rollout only).
 
     n_chunks 0 = one chunk per runner worker. torch_threads > 0 sets torch's threads in
     each chunk (a different count can change matmul rounding, so keep it equal across
@@ -128,7 +127,7 @@ def rollout_and_score(
             tasks=c,
             rollout=rollout,
             sandbox=sandbox,
-            reward=reward if score else None,
+            reward=reward,
             dataset_version=dataset_version,
             iteration=rollout.iteration,
             hidden=hidden,

@@ -48,7 +48,7 @@ def rollout_tasks(
         sandbox=params.sandbox,
         runner=params.runner,
         dataset_version=dataset_version,
-        score=False,  # the score stage scores; rollout never reads reward.*
+        reward=None,  # the score stage scores; rollout never reads reward.*
     )
     seconds = time.perf_counter() - t0
     version = trajs[0].metadata.model_version if trajs else "-"
