@@ -15,7 +15,7 @@ from codeloop.sandbox import make_executor
 from codeloop.sandbox.base import ExecJob
 from codeloop.sandbox.values import short_repr
 from codeloop.schema import Task
-from codeloop.sft import sft_examples
+from codeloop.sft import length_grouped_batches, sft_examples
 
 
 @pytest.fixture(scope="module")
@@ -73,3 +73,26 @@ def test_revise_examples_train_on_the_reference_after_the_feedback(policy, tasks
 def test_without_revise_fraction_every_example_is_a_first_turn(policy, tasks):
     for ids, _ in sft_examples(policy, tasks, 512):
         assert P.FEEDBACK not in policy.tokenizer.decode(ids)
+
+
+def _padded(batches, lengths) -> int:
+    return sum(max(lengths[i] for i in b) * len(b) for b in batches)
+
+
+def test_an_sft_epoch_uses_every_example_once_in_batches_of_similar_length():
+    rng = random.Random(0)
+    lengths = [rng.choice((60, 100, 220)) + rng.randint(0, 9) for _ in range(500)]
+    batches = length_grouped_batches(lengths, 16, random.Random(1))
+    assert sorted(i for b in batches for i in b) == list(range(500))
+    assert all(len(b) <= 16 for b in batches)
+    order = random.Random(1).sample(range(500), 500)
+    unsorted = [order[i : i + 16] for i in range(0, 500, 16)]
+    assert _padded(batches, lengths) < 0.8 * _padded(unsorted, lengths)
+
+
+def test_length_grouped_batches_are_shuffled_not_sorted_across_the_epoch():
+    lengths = list(range(400))
+    batches = length_grouped_batches(lengths, 10, random.Random(2))
+    firsts = [b[0] for b in batches]
+    assert firsts != sorted(firsts)
+    assert length_grouped_batches(lengths, 10, random.Random(2)) == batches
