@@ -256,6 +256,14 @@ class TrainConfig(_Section):
         ge=0,
         description="Also save a checkpoint every N steps under checkpoints/; 0 = final only.",
     )
+    keep_optimizer_state: bool = Field(
+        True,
+        description="Carry AdamW's moments across iterations: the candidate gets optimizer.pt "
+        "and the next iteration resumes it from its policy checkpoint. A fresh AdamW's first "
+        "steps move every weight by about lr whatever its gradient (sign-like); restarting it "
+        "each night doubled the per-iteration KL (bench/learning_curve.py). Costs 2x the "
+        "model's size on disk; off for hub models you would rather not copy.",
+    )
 
 
 class EvaluateConfig(_Section):

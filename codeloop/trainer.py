@@ -5,7 +5,9 @@ per ``prompt_key``, then ``cfg.steps`` AdamW steps of ``grad_accum`` micro-batch
 (at most one epoch of the batch per step: a large ``grad_accum`` gives full-batch steps),
 with the clipped surrogate of ``codeloop.grpo`` against the sampler's log-probs and k3
 KL to the reference. Only model-generated tokens (``loss_mask``) carry loss, so
-environment feedback inside a multi-turn episode is context, never a target.
+environment feedback inside a multi-turn episode is context, never a target. AdamW's
+moments travel with the checkpoint (``optimizer.pt``, ``train.keep_optimizer_state``),
+so the nightly iterations are one continuous optimisation, as in a single TRL run.
 
 Departures from TRL's GRPOTrainer, on purpose:
 - old log-probs are the sampler's (``Trajectory.sample_logprobs``), not a recomputation:
@@ -35,6 +37,8 @@ from codeloop.config import TrainConfig
 from codeloop.grpo import group_advantages_by_key, grpo_loss, token_logps
 from codeloop.policy import VERSION_FILE, Policy
 from codeloop.schema import Trajectory
+
+OPT_FILE = "optimizer.pt"  # AdamW state beside a checkpoint (train.keep_optimizer_state)
 
 # ---------------------------------------------------------------- data
 
@@ -144,7 +148,7 @@ class GRPOUpdater:
     Usable in-process (bench/, notebooks); `train_grpo` wraps it for the stage.
     """
 
-    def __init__(self, policy: Policy, cfg: TrainConfig):
+    def __init__(self, policy: Policy, cfg: TrainConfig, opt_state: dict | None = None):
         self.policy, self.cfg = policy, cfg
         self.device = ddp.device()  # the CPU unless launched by torchrun with nccl
         self.model = policy.model.to(self.device)
@@ -155,6 +159,10 @@ class GRPOUpdater:
         self.opt = torch.optim.AdamW(
             self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
         )
+        if opt_state is not None:
+            self.opt.load_state_dict(opt_state)
+            for group in self.opt.param_groups:  # params.yaml wins over the saved values
+                group.update(lr=cfg.lr, weight_decay=cfg.weight_decay)
         tok = policy.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
 
@@ -232,6 +240,28 @@ def _mean(rows: list[dict], key: str) -> float:
     return sum(vals) / len(vals) if vals else 0.0
 
 
+def load_opt_state(policy_dir, model) -> dict | None:
+    """The AdamW state the previous iteration saved beside this policy, or None.
+
+    A state whose tensors do not fit the model (another architecture) is refused with
+    the file named: resuming it would fail later with a shape error inside AdamW.
+    """
+    path = Path(policy_dir) / OPT_FILE
+    if not path.exists():
+        return None
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    shapes = [tuple(p.shape) for p in model.parameters()]
+    saved = state.get("state", {})
+    for idx, entry in saved.items():
+        avg = entry.get("exp_avg")
+        if idx >= len(shapes) or avg is None or tuple(avg.shape) != shapes[idx]:
+            raise ValueError(
+                f"{path}: optimizer state does not match the model in {policy_dir} "
+                f"(parameter {idx}); delete the file to start a fresh optimizer"
+            )
+    return state
+
+
 def _prepare_out(out_dir) -> None:
     """Empty a previous candidate; refuse to wipe a directory that is not a checkpoint."""
     out = Path(out_dir)
@@ -261,8 +291,14 @@ def train_grpo(
     if ddp.is_main():
         _prepare_out(out_dir)
     summary["policy_version"] = policy.model_version
-    history = GRPOUpdater(policy, cfg).fit(items, out_dir, seed=cfg.seed)
+    opt_state = load_opt_state(policy_dir, policy.model) if cfg.keep_optimizer_state else None
+    summary["optimizer_resumed"] = opt_state is not None
+    updater = GRPOUpdater(policy, cfg, opt_state)
+    history = updater.fit(items, out_dir, seed=cfg.seed)
     summary["model_version"] = ddp.save_on_main(policy, out_dir)
+    if cfg.keep_optimizer_state and ddp.is_main():
+        # Not a hashed suffix: the optimizer is not part of the model_version.
+        torch.save(updater.opt.state_dict(), Path(out_dir) / OPT_FILE)
     summary["steps"] = len(history)
     summary["train_time_s"] = round(time.perf_counter() - t_start, 3)
     for key in ("loss", "kl", "entropy", "ratio_mean", "grad_norm"):

@@ -12,7 +12,7 @@ from codeloop.config import TrainConfig
 from codeloop.generator import generate_tasks
 from codeloop.policy import VERSION_FILE, Policy, checkpoint_hash, train_tokenizer
 from codeloop.schema import Trajectory, TrajectoryMetadata
-from codeloop.trainer import collate, select_trajectories, train_grpo
+from codeloop.trainer import OPT_FILE, collate, select_trajectories, train_grpo
 
 PROMPT = "<|task|>Write f(x) returning x plus one.\n<|code|>"
 GOOD = "def f(x):\n    return x + 1\n<|end|>"
@@ -220,3 +220,38 @@ def test_a_foreign_output_directory_is_not_overwritten(tiny_policy_dir, tmp_path
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(FileExistsError, match="not overwriting"):
         train_grpo(tiny_policy_dir, _group(policy), _cfg(), tmp_path)
+
+
+def test_the_candidate_carries_the_optimizer_state_and_the_next_iteration_resumes_it(
+    tiny_policy_dir, tmp_path
+):
+    policy = Policy.load(tiny_policy_dir)
+    first, second = tmp_path / "iter-1", tmp_path / "iter-2"
+    m1 = train_grpo(tiny_policy_dir, _group(policy), _cfg(steps=2), first)
+    m2 = train_grpo(first, _group(Policy.load(first)), _cfg(steps=3, lr=5e-4), second)
+    assert not m1["optimizer_resumed"] and m2["optimizer_resumed"]
+    state = torch.load(second / OPT_FILE, weights_only=True)
+    assert {e["step"].item() for e in state["state"].values()} == {5.0}
+    assert {g["lr"] for g in state["param_groups"]} == {5e-4}  # params.yaml, not the file
+    assert checkpoint_hash(second) == m2["model_version"]  # the optimizer is not the model
+
+
+def test_without_keep_optimizer_state_each_iteration_starts_a_fresh_adamw(
+    tiny_policy_dir, tmp_path
+):
+    policy = Policy.load(tiny_policy_dir)
+    first, second = tmp_path / "iter-1", tmp_path / "iter-2"
+    train_grpo(tiny_policy_dir, _group(policy), _cfg(), first)
+    m = train_grpo(first, _group(policy), _cfg(keep_optimizer_state=False), second)
+    assert not m["optimizer_resumed"] and not (second / OPT_FILE).exists()
+
+
+def test_an_optimizer_state_of_another_model_is_refused_naming_the_file(tiny_policy_dir, tmp_path):
+    policy = Policy.load(tiny_policy_dir)
+    first = tmp_path / "iter-1"
+    train_grpo(tiny_policy_dir, _group(policy), _cfg(), first)
+    state = torch.load(first / OPT_FILE, weights_only=True)
+    state["state"][0]["exp_avg"] = torch.zeros(3, 3)
+    torch.save(state, first / OPT_FILE)
+    with pytest.raises(ValueError, match=r"optimizer\.pt: optimizer state does not match"):
+        train_grpo(first, _group(policy), _cfg(), tmp_path / "iter-2")
