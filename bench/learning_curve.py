@@ -13,13 +13,20 @@ reward of that iteration's rollouts, held-out pass@1, and the trainer's kl / cli
 frac_reward_zero_std, as a CSV that DVC can plot (``dvc plots show <csv> -x iteration
 -y heldout_pass@1``). Iteration 0 is the SFT policy before any GRPO step.
 
+GRPO's tasks (default): each iteration rolls out a new slice of ``--pool`` tasks from
+``--fresh`` extra generated tasks that SFT never saw, so every train reward is itself
+measured on unseen tasks at the rollout temperature. Why not SFT's own tasks: SFT
+memorises them (pass 0.93 at T 0.7, 72% of groups tied), and GRPO on a small fixed pool
+learns that pool (train reward 0.70 -> 0.81) while held-out pass@1 falls. ``--fixed-pool``
+and ``--fresh 0`` bring those setups back.
+
 Noise control (the figure is a difference of a few points, so it must be measured,
-not sampled): the training pool is a fixed set of ``--pool`` tasks rolled out every
-iteration (fresh samples, seed = iteration), so train reward compares like with like;
-held-out pass@1 is the unbiased estimator over ``--eval-samples`` samples of each of
-``--heldout`` tasks, printed with its standard error over tasks; every seed is fixed,
-so a rerun gives the same rows. Row k's train reward is of the rollouts that row k's
-update trained on, i.e. of the policy after k-1 iterations.
+not sampled): held-out pass@1 is the unbiased estimator over ``--eval-samples`` samples
+of each of ``--heldout`` tasks, at evaluate.temperature and at the rollout temperature
+(``heldout_hot_*``), with its standard error over tasks and the paired change per task
+since the SFT policy; every seed is fixed, so a rerun gives the same rows. Row k's train
+reward is of the rollouts that row k's update trained on, i.e. of the policy after k-1
+iterations.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from codeloop.trainer import train_grpo  # noqa: E402
 FIELDS = (
     "iteration", "train_reward_mean", "train_reward_se", "train_pass_rate", "train_revise_fix_rate",
     "heldout_pass@1", "heldout_pass@1_se", "heldout_delta", "heldout_delta_se",
+    "heldout_hot_pass@1", "heldout_hot_pass@1_se", "heldout_hot_delta", "heldout_hot_delta_se",
     "heldout_success_rate",
     "frac_reward_zero_std", "kl", "clip_ratio_region", "ratio_mean_first_step", "loss",
     "n_in_update", "seconds",
@@ -62,12 +70,15 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--iterations", type=int, default=6)
     ap.add_argument("--tasks", type=int, default=1000, help="synthetic tasks generated")
     ap.add_argument("--heldout", type=int, default=200, help="held-out tasks evaluated")
+    ap.add_argument("--pool", type=int, default=256, help="tasks rolled out each iteration")
     ap.add_argument(
-        "--pool", type=int, default=64, help="fixed train tasks rolled out each iteration"
-    )
+        "--fixed-pool", action="store_true",
+        help="roll out the same --pool tasks every iteration instead of a new slice",
+    )  # fmt: skip
     ap.add_argument(
-        "--rotate", action="store_true",
-        help="a fresh slice of --pool train tasks each iteration (as the nightly buckets do)",
+        "--fresh", type=int, default=4000,
+        help="draw GRPO's tasks from this many extra generated tasks that SFT never saw "
+        "(0: from SFT's own training tasks)",
     )  # fmt: skip
     ap.add_argument("--sft-steps", type=int, default=None, help="override sft.steps")
     ap.add_argument("--steps", type=int, default=None, help="override train.steps")
@@ -124,23 +135,32 @@ def _se(values: list[float]) -> float:
 
 
 def _eval_row(policy, heldout, executor, p, base=None) -> dict:
-    m = evaluate_sets(
-        policy, {"heldout": heldout}, executor, p.evaluate, timeout_s=p.sandbox.timeout_s
-    )
-    s, rates = m["sets"]["heldout"], m["pass_rates"]["heldout"]
-    # pass@1 = mean over tasks of c/n (unbiased); its SE is over tasks, the unit sampled.
-    # The change since the SFT policy is paired per task: the same tasks are evaluated
-    # every iteration, so task difficulty cancels out of its SE.
-    base = base if base is not None else rates
-    diffs = [rates[t] - base[t] for t in rates]
-    return {
-        "heldout_pass@1": s["pass@1"],
-        "heldout_pass@1_se": _se(list(rates.values())),
-        "heldout_delta": sum(diffs) / len(diffs),
-        "heldout_delta_se": _se(diffs),
-        "heldout_success_rate": s["success_rate"],
-        "_rates": rates,
-    }
+    """Held-out pass@1 at evaluate.temperature, and again at the rollout temperature.
+
+    Why both: at T 0.2 a sample is nearly the argmax, so only tasks whose argmax flips
+    count; at the rollout temperature the estimate also sees the policy get surer of
+    what it already half knows, which is most of what a few GRPO steps change.
+    """
+    hot = p.evaluate.model_copy(update={"temperature": p.rollout.temperature})
+    row, base = {"_rates": {}}, base or {}
+    for suffix, ev in (("", p.evaluate), ("_hot", hot)):
+        m = evaluate_sets(policy, {"heldout": heldout}, executor, ev, timeout_s=p.sandbox.timeout_s)
+        s, rates = m["sets"]["heldout"], m["pass_rates"]["heldout"]
+        # pass@1 = mean over tasks of c/n (unbiased); its SE is over tasks, the unit
+        # sampled. The change since the SFT policy is paired per task: the same tasks
+        # are evaluated every iteration, so task difficulty cancels out of its SE.
+        ref = base.get(suffix, rates)
+        diffs = [rates[t] - ref[t] for t in rates]
+        row.update({
+            f"heldout{suffix}_pass@1": s["pass@1"],
+            f"heldout{suffix}_pass@1_se": _se(list(rates.values())),
+            f"heldout{suffix}_delta": sum(diffs) / len(diffs),
+            f"heldout{suffix}_delta_se": _se(diffs),
+        })  # fmt: skip
+        row["_rates"][suffix] = rates
+        if not suffix:
+            row["heldout_success_rate"] = s["success_rate"]
+    return row
 
 
 def _train_row(scored) -> dict:
@@ -181,11 +201,13 @@ def _start_policy(a, p, train_tasks):
 def main() -> int:
     a = _args()
     p = _params(a)
-    tasks = generate_tasks(a.tasks, seed=0, max_depth=3)
+    tasks = generate_tasks(a.tasks + a.fresh, seed=0, max_depth=3)
+    tasks, fresh = tasks[: a.tasks], tasks[a.tasks :]
     random.Random(1).shuffle(tasks)  # a held-out split with the corpus' depth mix
     heldout, train_tasks = tasks[: a.heldout], tasks[a.heldout :]
-    pool = train_tasks[: a.pool]  # fixed across iterations: rewards compare like with like
-    by_id = {t.task_id: t for t in train_tasks}
+    rl_tasks = fresh or train_tasks
+    pool = rl_tasks[: a.pool]  # fixed across iterations: rewards compare like with like
+    by_id = {t.task_id: t for t in train_tasks + fresh}
     executor = make_executor(p.sandbox)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -198,9 +220,9 @@ def main() -> int:
         print(_fmt(row), flush=True)
         for it in range(1, a.iterations + 1):
             t0 = time.perf_counter()
-            if a.rotate:
-                start = (it - 1) * a.pool % len(train_tasks)
-                pool = (train_tasks + train_tasks)[start : start + a.pool]
+            if not a.fixed_pool:
+                start = (it - 1) * a.pool % len(rl_tasks)
+                pool = (rl_tasks + rl_tasks)[start : start + a.pool]
             rcfg = p.rollout.model_copy(update={"seed": p.rollout.seed + it, "iteration": it})
             trajs = run_rollout(
                 pool, policy, executor, rcfg, timeout_s=p.sandbox.timeout_s,
