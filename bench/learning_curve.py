@@ -67,7 +67,7 @@ FIELDS = (
 def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--iterations", type=int, default=6)
+    ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--tasks", type=int, default=1000, help="synthetic tasks generated")
     ap.add_argument("--heldout", type=int, default=200, help="held-out tasks evaluated")
     ap.add_argument("--pool", type=int, default=256, help="tasks rolled out each iteration")
@@ -203,6 +203,10 @@ def main() -> int:
     p = _params(a)
     tasks = generate_tasks(a.tasks + a.fresh, seed=0, max_depth=3)
     tasks, fresh = tasks[: a.tasks], tasks[a.tasks :]
+    # The generator runs out of distinct depth-2 programs after ~3600 tasks and fills
+    # the rest with depth 3: shuffled, every slice has the same depth mix, so a change
+    # in train reward between iterations is the policy's, not the slice's.
+    random.Random(2).shuffle(fresh)
     random.Random(1).shuffle(tasks)  # a held-out split with the corpus' depth mix
     heldout, train_tasks = tasks[: a.heldout], tasks[a.heldout :]
     rl_tasks = fresh or train_tasks
