@@ -258,8 +258,14 @@ def main() -> int:
         f"GRPO iterations (paired change {r1['heldout_delta']:+.3f} +- {r1['heldout_delta_se']:.3f})"
     )
     if len(rows) > 1:
+        pool = "the fixed pool" if a.fixed_pool else "a new unseen slice each iteration"
         print(
-            f"train reward (fixed pool): {rows[1]['train_reward_mean']:.3f} (SFT policy) -> "
+            f"held-out pass@1 at the rollout temperature: {r0['heldout_hot_pass@1']:.3f} -> "
+            f"{r1['heldout_hot_pass@1']:.3f} (paired change {r1['heldout_hot_delta']:+.3f} +- "
+            f"{r1['heldout_hot_delta_se']:.3f})"
+        )
+        print(
+            f"train reward ({pool}): {rows[1]['train_reward_mean']:.3f} (SFT policy) -> "
             f"{r1['train_reward_mean']:.3f} (policy of iteration {a.iterations - 1})"
         )
     print(f"wrote {out}")
