@@ -170,10 +170,19 @@ def labelled_examples(
     Trajectories with an infra_error or an unknown task carry no label and are skipped.
     """
     return [
-        (tasks_by_id[t.task_id], t.final_code, float(t.reward_components.get("binary_pass", 0)))
+        (tasks_by_id[t.task_id], t.final_code, float(t.reward_components["binary_pass"]))
         for t in trajs
-        if not t.infra_error and t.task_id in tasks_by_id and "binary_pass" in t.reward_components
+        if not unlabelled_reason(t, tasks_by_id)
     ]
+
+
+def unlabelled_reason(t: Trajectory, tasks_by_id: dict[str, Task]) -> str:
+    """Why a row carries no critic label ("" when it does): one rule for fit and count."""
+    if t.infra_error:
+        return "infra_error"
+    if t.task_id not in tasks_by_id:
+        return "unknown_task"
+    return "" if "binary_pass" in t.reward_components else "unscored"
 
 
 def train_critic(trajs: list[Trajectory], tasks_by_id: dict[str, Task], **kw) -> Critic:
@@ -236,12 +245,7 @@ def skipped_reasons(trajs: list[Trajectory], tasks_by_id: dict[str, Task]) -> di
     """Why rows carry no label (counted, so nothing is dropped silently)."""
     out: dict[str, int] = {}
     for t in trajs:
-        why = (
-            "infra_error" if t.infra_error
-            else "unknown_task" if t.task_id not in tasks_by_id
-            else "unscored" if "binary_pass" not in t.reward_components
-            else ""
-        )  # fmt: skip
+        why = unlabelled_reason(t, tasks_by_id)
         if why:
             out[why] = out.get(why, 0) + 1
     return out
