@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import pickle
 import random
 import shutil
 import time
@@ -249,7 +250,14 @@ def load_opt_state(policy_dir, model) -> dict | None:
     path = Path(policy_dir) / OPT_FILE
     if not path.exists():
         return None
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, pickle.UnpicklingError) as exc:
+        raise ValueError(
+            f"{path}: unreadable optimizer state ({exc}); delete it to start fresh"
+        ) from exc
+    if not isinstance(state, dict):
+        raise ValueError(f"{path}: not an optimizer state dict; delete it to start fresh")
     shapes = [tuple(p.shape) for p in model.parameters()]
     saved = state.get("state", {})
     for idx, entry in saved.items():

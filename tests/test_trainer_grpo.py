@@ -255,3 +255,12 @@ def test_an_optimizer_state_of_another_model_is_refused_naming_the_file(tiny_pol
     torch.save(state, first / OPT_FILE)
     with pytest.raises(ValueError, match=r"optimizer\.pt: optimizer state does not match"):
         train_grpo(first, _group(policy), _cfg(), tmp_path / "iter-2")
+
+
+def test_an_unreadable_optimizer_file_is_refused_naming_it(tiny_policy_dir, tmp_path):
+    policy = Policy.load(tiny_policy_dir)
+    first = tmp_path / "iter-1"
+    train_grpo(tiny_policy_dir, _group(policy), _cfg(), first)
+    (first / OPT_FILE).write_bytes(b"not a torch file")
+    with pytest.raises(ValueError, match=r"optimizer\.pt: unreadable optimizer state"):
+        train_grpo(first, _group(policy), _cfg(), tmp_path / "iter-2")
