@@ -208,7 +208,6 @@ def main() -> int:
     random.Random(1).shuffle(tasks)  # a held-out split with the corpus' depth mix
     heldout, train_tasks = tasks[: a.heldout], tasks[a.heldout :]
     rl_tasks = fresh or train_tasks
-    pool = rl_tasks[: a.pool]  # fixed across iterations: rewards compare like with like
     by_id = {t.task_id: t for t in train_tasks + fresh}
     executor = make_executor(p.sandbox)
     rows = []
@@ -222,9 +221,9 @@ def main() -> int:
         print(_fmt(row), flush=True)
         for it in range(1, a.iterations + 1):
             t0 = time.perf_counter()
-            if not a.fixed_pool:
-                start = (it - 1) * a.pool % len(rl_tasks)
-                pool = (rl_tasks + rl_tasks)[start : start + a.pool]
+            # --fixed-pool: the same tasks every iteration, so rewards compare like with like.
+            start = 0 if a.fixed_pool else (it - 1) * a.pool % len(rl_tasks)
+            pool = (rl_tasks + rl_tasks)[start : start + a.pool]
             rcfg = p.rollout.model_copy(update={"seed": p.rollout.seed + it, "iteration": it})
             trajs = run_rollout(
                 pool, policy, executor, rcfg, timeout_s=p.sandbox.timeout_s,
