@@ -8,7 +8,7 @@ so dvc.yaml can list the exact keys each stage depends on.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -137,6 +137,12 @@ class BucketConfig(_Section):
     )
 
 
+# what sandbox.require can name (codeloop.sandbox.isolation.PROPERTIES says what each means)
+SealProperty = Literal["pid_ns", "net_ns", "ipc_ns", "mount_ns", "private_root",
+                       "read_only_root", "caps_dropped", "no_new_privs", "seccomp", "rlimits",
+                       "not_host_root"]  # fmt: skip
+
+
 class SandboxConfig(_Section):
     backend: Literal["subprocess", "local", "docker"] = Field(
         "local", description="Executor backend: local (zygote), docker, or plain subprocess."
@@ -151,6 +157,26 @@ class SandboxConfig(_Section):
     memory_mb: int = Field(512, ge=32, description="Address-space budget per run (MiB).")
     workers: int = Field(0, ge=0, le=256, description="Parallel workers; 0 = one per core.")
     max_output_bytes: int = Field(65536, ge=1024, description="Cap on captured stdout/stderr.")
+    require: list[SealProperty] = Field(
+        default_factory=lambda: list(get_args(SealProperty)),
+        description="Isolation the sandbox must really have (probed at start), else preflight,"
+        " exec and the local/docker backends refuse it: pid_ns, net_ns, ipc_ns, mount_ns,"
+        " private_root, read_only_root, caps_dropped, no_new_privs, seccomp, rlimits,"
+        " not_host_root. Default: all (the full seal).",
+    )
+    ro_binds: list[str] = Field(
+        default_factory=list,
+        description="Host dirs (absolute) mounted read-only at the same path in the sandbox's"
+        " private root (a task environment); nothing else of the host is visible.",
+    )
+
+    @field_validator("ro_binds")
+    @classmethod
+    def _absolute_binds(cls, v: list[str]) -> list[str]:
+        for path in v:
+            if not path.startswith("/") or path.rstrip("/") == "" or ".." in path.split("/"):
+                raise ValueError(f"ro_binds entry {path!r}: must be an absolute path below /")
+        return v
 
 
 class RolloutConfig(_Section):

@@ -2,7 +2,11 @@
 
 One container per worker slot, started once (``--network none``, memory / pids / CPU
 limits, read-only root, tmpfs /tmp, uid 65534, all capabilities dropped,
-no-new-privileges) from the image ``scripts/build_sandbox_image.sh`` builds offline.
+no-new-privileges, Docker's default seccomp profile, ``sandbox.ro_binds`` as read-only
+volumes) from the image ``scripts/build_sandbox_image.sh`` builds offline. The container's
+root is the image: no host path exists inside. The zygote adds the same lock-down as the
+local backend (our seccomp filter on top of Docker's, empty capability sets) and its
+start-up probe must meet ``sandbox.require`` like every backend's.
 Jobs go in and results come out over the container's attached stdin/stdout, so a run
 does not pay a container start. Inside, the zygote forks one child per job and, as PID 1,
 kill(-1)s everything the job left; it is non-dumpable, so a child of the same uid can
@@ -20,7 +24,7 @@ import time
 
 from codeloop.config import SandboxConfig
 from codeloop.sandbox.base import SandboxError
-from codeloop.sandbox.pool import HARNESS_SRC, PRELOAD, ZYGOTE_SRC, PoolExecutor
+from codeloop.sandbox.pool import ZYGOTE_SRC, PoolExecutor, zygote_opts
 
 IMAGE = os.environ.get("CODELOOP_SANDBOX_IMAGE", "codeloop-sandbox:bookworm")
 LABEL = "codeloop.sandbox"
@@ -69,9 +73,8 @@ class DockerZygote:
     """A zygote running as the main process of one container, spoken to over attach."""
 
     def __init__(self, client, cfg: SandboxConfig, slot: int, start_timeout: float = 60.0) -> None:
-        opts = {"harness": HARNESS_SRC, "uid": None, "work_root": "/tmp/codeloop-work",
-                "preload": PRELOAD, "private_scratch": True, "nproc": 4096,
-                "watch_parent": False, "oom_fault": False}  # fmt: skip
+        opts = zygote_opts(None, "/tmp/codeloop-work", private_scratch=True, container=True,
+                           nproc=4096, watch_parent=False, oom_fault=False)  # fmt: skip
         try:
             self.container = client.containers.create(
                 IMAGE,
@@ -80,6 +83,7 @@ class DockerZygote:
                 tmpfs={"/tmp": "size=256m,mode=1777"}, mem_limit=f"{cfg.memory_mb + 256}m",
                 memswap_limit=f"{cfg.memory_mb + 256}m", pids_limit=128, nano_cpus=1_000_000_000,
                 cap_drop=["ALL"], security_opt=["no-new-privileges"], labels={LABEL: str(slot)},
+                volumes={p: {"bind": p, "mode": "ro"} for p in cfg.ro_binds},
                 environment={"LANG": "C.UTF-8"}, ipc_mode="private", name=None,
             )  # fmt: skip
             self.sock = client.api.attach_socket(
@@ -171,8 +175,10 @@ class DockerExecutor(PoolExecutor):
         problem = engine_problem()
         if problem:
             raise SandboxError(problem)
-        self.isolation = "docker: network none, read-only root, tmpfs, uid 65534, no caps"
-        super().__init__(cfg, lambda slot: DockerZygote(self.client, cfg, slot), drop_uid=False)
+        super().__init__(
+            cfg, lambda slot: DockerZygote(self.client, cfg, slot), drop_uid=False, backend="docker"
+        )
+        self.start()
 
     def close(self) -> None:
         super().close()

@@ -30,11 +30,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 from functools import lru_cache
 
 from codeloop.config import SandboxConfig
+from codeloop.sandbox.base import SandboxError
 from codeloop.sandbox.pool import PoolExecutor, Zygote, child_python, zygote_opts
+
+WORK_ROOT = "/tmp/codeloop-work"  # inside the private root's own /tmp
 
 _NS_FLAGS = [
     "--pid",
@@ -66,29 +68,37 @@ def namespace_prefix() -> tuple[str, ...]:
     return ()
 
 
+def _unshare_problem() -> str:
+    """Why no namespaced zygote can start here ('' when one can)."""
+    if namespace_prefix():
+        return ""
+    how = (
+        "root" if os.geteuid() == 0 else "an unprivileged user namespace (unshare --map-root-user)"
+    )
+    return (
+        f"the local sandbox needs {how} with PID, network, IPC, UTS and mount namespaces, and "
+        "this machine refused `unshare` (a container without CAP_SYS_ADMIN, or "
+        "kernel.unprivileged_userns_clone / user.max_user_namespaces = 0)"
+    )
+
+
 class LocalExecutor(PoolExecutor):
-    """``backend: local``: warm namespaced zygotes; fork per job."""
+    """``backend: local``: warm zygotes, each sealed in its own namespaces and private root;
+    fork per job. Refuses to start (SandboxError) where it cannot seal."""
 
     def __init__(self, cfg: SandboxConfig) -> None:
+        problem = _unshare_problem()
+        if problem:
+            raise SandboxError(f"{problem}; use sandbox.backend: docker")
+        for path in cfg.ro_binds:
+            if not os.path.exists(path):
+                raise SandboxError(f"sandbox.ro_binds: {path} does not exist")
         prefix = list(namespace_prefix())
-        self.host_root = None
-        if prefix:
-            root, extra = "/tmp/codeloop-work", {"isolate_fs": True, "private_scratch": True}
-            self.isolation = "namespaces: pid, net, ipc, uts, mount (read-only root, private tmpfs)"
-        else:
-            self.host_root = root = tempfile.mkdtemp(prefix="codeloop-sbx-")
-            os.chmod(root, 0o711)
-            extra = {}
-            self.isolation = "no namespaces (unshare refused): rlimits, uid drop when root"
 
         def spawn(slot: int) -> Zygote:
-            return Zygote(prefix, zygote_opts(self.uids[slot], root, **extra))
+            opts = zygote_opts(self.uids[slot], WORK_ROOT, root=True, ro_binds=cfg.ro_binds,
+                               private_scratch=True)  # fmt: skip
+            return Zygote(prefix, opts)
 
-        super().__init__(cfg, spawn)
-        if self.uids[0] is not None:
-            self.isolation += f"; children run as leased uids {self.uids}"
-
-    def close(self) -> None:
-        super().close()
-        if self.host_root:
-            shutil.rmtree(self.host_root, ignore_errors=True)
+        super().__init__(cfg, spawn, backend="local")
+        self.start()

@@ -35,11 +35,14 @@ from typing import Any
 
 from codeloop.config import SandboxConfig
 from codeloop.sandbox.base import ExecJob, ExecResult, SandboxError
+from codeloop.sandbox.isolation import Isolation, host_namespaces, host_paths_to_hide, refusal
 from codeloop.sandbox.judge import build_request, interpret, no_code_result, plan_job, wall_cap
 
 HERE = Path(__file__).resolve().parent
-# one program: budget.py defines what zygote.py uses (both stdlib only)
-ZYGOTE_SRC = (HERE / "budget.py").read_text() + "\n\n" + (HERE / "zygote.py").read_text()
+# one program: budget.py, seccomp.py and seal.py define what zygote.py uses (all stdlib only)
+ZYGOTE_SRC = "\n\n".join(
+    (HERE / name).read_text() for name in ("budget.py", "seccomp.py", "seal.py", "zygote.py")
+)
 HARNESS_SRC = (HERE / "harness.py").read_text()
 CHILD_PYTHON = os.environ.get("CODELOOP_SANDBOX_PYTHON", "/usr/bin/python3")
 UID_BASE, UID_SPAN = 62000, 4096  # uids leased to slots: one uid, one slot, host-wide
@@ -80,9 +83,15 @@ def child_python() -> str:
     return shutil.which("python3") or "python3"
 
 
-def zygote_opts(uid: int | None, work_root: str, **extra: Any) -> dict:
-    """Zygote options; ``uid`` is the slot's leased uid (None: no uid drop, not root)."""
-    return {"harness": HARNESS_SRC, "uid": uid, "work_root": work_root, "preload": PRELOAD, **extra}
+def zygote_opts(
+    uid: int | None, work_root: str, root: bool = False, ro_binds: list[str] = (), **extra: Any
+) -> dict:
+    """Zygote options; ``uid`` is the slot's leased uid (None: no uid drop, not root).
+    ``root``: build the private root (only inside a fresh mount namespace)."""
+    seal = {"root": root, "ro_binds": list(ro_binds), "host_ns": host_namespaces(),
+            "expect_absent": list(host_paths_to_hide())}  # fmt: skip
+    return {"harness": HARNESS_SRC, "uid": uid, "work_root": work_root, "preload": PRELOAD,
+            "seal": seal, **extra}  # fmt: skip
 
 
 class Zygote:
@@ -98,6 +107,12 @@ class Zygote:
         except OSError as exc:
             raise SandboxError(f"cannot start zygote {argv[0]}: {exc}") from exc
         self.info = self._recv(start_timeout)
+        if "seal_error" in self.info:
+            self.close()
+            raise SandboxError(
+                f"sandbox zygote refused to start: {self.info['seal_error']}; "
+                "use sandbox.backend: docker where this machine cannot seal a local sandbox"
+            )
 
     def _read_exact(self, n: int, deadline: float) -> bytes:
         buf = b""
@@ -222,6 +237,9 @@ class PoolExecutor:
 
     With ``drop_uid`` (and root) each slot leases its own host-wide uid (``self.uids``).
     Each slot is a ``Lane`` taking ``DEPTH`` jobs at once (1 with ``fresh_per_job``).
+    Every zygote's start-up probe becomes an ``Isolation``; ``self.isolation`` is the first
+    one's, and with ``enforce`` a zygote lacking anything in ``cfg.require`` is refused
+    (SandboxError naming what is missing), so a sandbox never runs weaker than required.
     """
 
     DEPTH = 2
@@ -232,8 +250,12 @@ class PoolExecutor:
         spawn: Callable[[int], Any],
         fresh_per_job: bool = False,
         drop_uid: bool = True,
+        backend: str = "local",
+        enforce: bool = True,
     ) -> None:
-        self.cfg = cfg
+        self.cfg, self.backend = cfg, backend
+        self.required = tuple(cfg.require) if enforce else ()
+        self.isolation: Isolation | None = None
         self.workers = cfg.workers or os.cpu_count() or 1
         self._spawn, self._fresh = spawn, fresh_per_job
         self._slots: queue.Queue = queue.Queue()
@@ -262,9 +284,31 @@ class PoolExecutor:
         with self._spawning[slot]:  # two jobs of one slot must not both start a zygote
             lane = self._lanes.get(slot)
             if lane is None:
-                z = self._zygotes[slot] = self._spawn(slot)
+                z = self._spawn(slot)
+                self._check(z)
+                self._zygotes[slot] = z
                 lane = self._lanes[slot] = Lane(z)
             return lane
+
+    def _check(self, zygote: Any) -> None:
+        """Record the zygote's probed isolation; refuse it if it lacks a required property."""
+        iso = Isolation.from_zygote(self.backend, zygote.info)
+        if self.isolation is None or self._fresh:
+            self.isolation = iso
+        missing = iso.missing(self.required)
+        if missing:
+            try:
+                zygote.close()
+            finally:
+                raise SandboxError(refusal(self.backend, iso, missing))
+
+    def start(self) -> None:
+        """Start slot 0's zygote now (so ``isolation`` is known); SandboxError if refused."""
+        try:
+            self._lane(0)
+        except SandboxError:
+            self.close()
+            raise
 
     def _discard(self, slot: int, lane: Lane | None = None) -> None:
         """Drop the slot's zygote; given ``lane``, only if it is still that lane's (a

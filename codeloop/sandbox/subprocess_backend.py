@@ -1,8 +1,11 @@
 """The plain backend: a fresh interpreter for every job (no warm state, no namespaces).
 
-Same child protocol, rlimits, uid drop and clean-up as the zygote backend, but it pays a
-whole interpreter start per job; it is the reference the faster backends are checked
-against and the fallback where nothing else works.
+Same child protocol, rlimits, uid drop, capability drop, no_new_privs, seccomp and clean-up
+as the zygote backend, but no namespaces and no private root (the host's filesystem is
+visible), and it pays a whole interpreter start per job. It is the reference the faster
+backends are checked against, and it is exempt from ``sandbox.require`` here: it starts
+whatever it achieves (``isolation`` says what), while ``codeloop preflight`` and
+``codeloop exec`` refuse it under the default requirement. Never judge untrusted code with it.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ class SubprocessExecutor(PoolExecutor):
             cfg,
             lambda slot: Zygote([], zygote_opts(self.uids[slot], self.work_root, **opts)),
             fresh_per_job=True,
+            backend="subprocess",
+            enforce=False,
         )
-        self.isolation = "fresh interpreter per job; rlimits; uid drop when root; no namespaces"
 
     def close(self) -> None:
         super().close()

@@ -28,43 +28,22 @@ import struct
 import sys
 import time
 
-try:  # for linters and tests; as the zygote, budget.py's source runs just before this one
+try:  # for linters and tests; as the zygote, budget.py's and seal.py's sources run first
     from codeloop.sandbox.budget import ParentGone, _children, _pump
+    from codeloop.sandbox.seal import (
+        build_private_root,
+        drop_privileges,
+        lock_down,
+        namespaces,
+        run_probe,
+    )
 except ImportError:
     pass
 
 _libc = ctypes.CDLL(None, use_errno=True)
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 4, 36
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def _mount(src, target, fstype, flags, data):
-    args = [x.encode() if x is not None else None for x in (src, target, fstype)]
-    if _libc.mount(*args, flags, data.encode() if data else None) != 0:
-        raise OSError(ctypes.get_errno(), f"mount {target}")
-
-
-def isolate_filesystem():
-    """In a private mount namespace: everything read-only, fresh tmpfs on scratch dirs."""
-    flag_bits = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
-    with open("/proc/self/mountinfo") as fh:
-        mounts = [line.split() for line in fh]
-    for parts in mounts:
-        point = parts[4].encode().decode("unicode_escape")
-        if point.startswith(("/proc", "/sys")):
-            continue
-        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
-        for opt in parts[5].split(","):
-            flags |= flag_bits.get(opt, 0)
-        try:
-            _mount(None, point, None, flags, None)
-        except OSError:
-            pass  # e.g. a mount hidden under another; what stays writable is root-only
-    for d in SCRATCH:
-        if os.path.isdir(d):
-            _mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777")
 
 
 def _read_exact(fd, n):
@@ -105,34 +84,45 @@ def _limits(job, opts):
     ]
 
 
-def _child(job, opts, workdir, fds, limits):
-    """Runs in the forked child; never returns. Few page writes: raw os calls (see top)."""
+def _enter(limits, uid):
+    """The child's seal, also run by the start-up probe: rlimits, uid, no capabilities."""
+    for which, lim in limits:
+        resource.setrlimit(which, lim)
+    drop_privileges(uid)
+    # after setuid: a credential change clears the parent-death signal
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _child(job, opts, workdir, fds, limits, seal_fd=None):
+    """Runs in the forked child; never returns. Few page writes: raw os calls (see top).
+    Sealed first; then ``seal_fd`` gets b"1" (or b"E<why>") and is closed, before any
+    model code runs, so only the zygote can tell a failed seal from a model's exit."""
+    code = 70
     try:
         os.setsid()
-        for target, fd in enumerate([os.open("/dev/null", os.O_RDWR), *fds]):  # out, err, res
-            os.dup2(fd, target)
-        os.closerange(4, 1 << 16)
         try:  # under host memory pressure the OOM killer takes a job, not the trainer
             fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
             os.write(fd, b"1000")
             os.close(fd)
         except OSError:
             pass
+        _enter(limits, opts.get("uid"))
+    except BaseException as e:  # our failure, not the model's: the zygote reports a fault
+        if seal_fd is not None:
+            os.write(seal_fd, f"E{type(e).__name__}: {e}".encode()[:4000])
+        os._exit(code)
+    if seal_fd is not None:
+        os.write(seal_fd, b"1")
+        os.close(seal_fd)
+    try:
+        for target, fd in enumerate([os.open("/dev/null", os.O_RDWR), *fds]):  # out, err, res
+            os.dup2(fd, target)
+        os.closerange(len(fds) + 1, 1 << 16)
         os.chdir(workdir)
-        for which, lim in limits:
-            resource.setrlimit(which, lim)
-        uid = opts.get("uid")
-        if uid is not None and os.getuid() == 0:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-        # after setuid: a credential change clears the parent-death signal
-        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         HARNESS["run_job"](job["req"], 3)
         code = 0
     except BaseException:
-        code = 70
+        pass
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -239,12 +229,13 @@ def run(job, opts, ctl=None):
     if opts.get("uid") is not None and os.getuid() == 0:
         os.chown(workdir, opts["uid"], opts["uid"])
     pipes = {name: os.pipe() for name in ("out", "err", "res")}
+    seal_r, seal_w = os.pipe()
     ooms, limits = oom_kills(), _limits(job, opts)
     start = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        _child(job, opts, workdir, [w for _, w in pipes.values()], limits)
-    for _, w in pipes.values():
+        _child(job, opts, workdir, [w for _, w in pipes.values()], limits, seal_w)
+    for _, w in [*pipes.values(), (None, seal_w)]:
         os.close(w)
     pidfd = os.pidfd_open(pid)
     caps = {"out": job["out_cap"], "err": job["out_cap"], "res": job["result_cap"]}
@@ -259,6 +250,10 @@ def run(job, opts, ctl=None):
         for r, _ in pipes.values():
             os.close(r)
         sweep(opts, workdir)
+        sealed = _read_seal(seal_r)
+    if sealed != b"1":  # the child died before model code ran: our fault, never a verdict
+        return {"fault": "job child not sealed: " + (sealed[1:].decode("utf-8", "replace")
+                                                     or "it exited before sealing")}  # fmt: skip
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     # an OOM kill we did not cause (no budget spent, no cap hit): host memory pressure, a
     # fault; in a container of the job's own (oom_fault off) the job's memory_limit
@@ -276,7 +271,48 @@ def run(job, opts, ctl=None):
     }  # fmt: skip
 
 
+def _read_seal(fd):
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 4096)
+    except BlockingIOError:
+        return b""
+    finally:
+        os.close(fd)
+
+
 HARNESS = {}
+
+
+def _seal(opts, info):
+    """Build the private root (if asked), lock down, probe. False: refuse to run jobs."""
+    seal = opts.get("seal", {})
+    if seal.get("root"):
+        try:
+            info["root_built"] = build_private_root(
+                seal.get("ro_binds", []), seal["host_ns"]["mnt"]
+            )
+        except OSError as e:
+            info["seal_error"] = f"cannot build the private root: {e}"
+            return False
+    if opts.get("private_scratch") and not (seal.get("root") or opts.get("container")):
+        # sweeping "private" scratch dirs that are the host's would empty the host's /tmp
+        info["seal_error"] = "private_scratch without a private root or a container"
+        return False
+    info["lock_down_failed"] = lock_down()
+    info["namespaces"] = namespaces(seal.get("host_ns", {}))
+    with open("/proc/self/uid_map") as fh:
+        info["uid_map"] = fh.read()
+    os.makedirs(opts["work_root"], mode=0o711, exist_ok=True)
+    opts["scratch"] = [d for d in SCRATCH if os.path.isdir(d) and os.access(d, os.W_OK)]
+    opts["workdir"] = work = os.path.join(opts["work_root"], f"job-{os.getpid()}")
+    os.environ.clear()  # the children's scrubbed environment, set once
+    os.environ.update(PATH="/usr/bin:/bin", HOME=work, TMPDIR=work, LANG="C.UTF-8")
+    limits = _limits({"timeout": 5, "memory_mb": 256}, opts)
+    info["probe"] = run_probe(
+        lambda: _enter(limits, opts.get("uid")), seal.get("expect_absent", []), limits
+    )
+    return True
 
 
 def main():
@@ -297,17 +333,9 @@ def main():
     # zygote. Parent death is EOF/HUP on our control pipe (recv, _pump) instead.
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # a same-uid child can't ptrace or open /proc/<us>
     info = {"ready": True, "pid1": os.getpid() == 1, "uid": os.getuid()}
-    if opts.get("isolate_fs"):
-        try:
-            isolate_filesystem()
-            info["fs"] = "isolated"
-        except OSError as e:
-            info["fs"] = f"not isolated: {e}"
-    os.makedirs(opts["work_root"], mode=0o711, exist_ok=True)
-    opts["scratch"] = [d for d in SCRATCH if os.path.isdir(d) and os.access(d, os.W_OK)]
-    opts["workdir"] = work = os.path.join(opts["work_root"], f"job-{os.getpid()}")
-    os.environ.clear()  # the children's scrubbed environment, set once
-    os.environ.update(PATH="/usr/bin:/bin", HOME=work, TMPDIR=work, LANG="C.UTF-8")
+    if not _seal(opts, info):
+        send(wfd, info)
+        return
     send(wfd, info)
     while True:
         job = recv(rfd)
