@@ -96,19 +96,32 @@ def _dedupe_and_exclusion(root: Path) -> Check:
 
 
 def _sandbox_limits(params: Params) -> Check:
+    """Start the configured sandbox once and check its probed isolation against
+    sandbox.require (a config that only names a backend proves nothing)."""
+    from codeloop.sandbox import SandboxError, make_executor, require_met
+
     s = params.sandbox
     name = "sandbox limits"
-    if s.backend == "subprocess":
+    cfg = s.model_copy(update={"workers": 1})
+    try:
+        executor = make_executor(cfg)
+        try:
+            require_met(executor, cfg)
+            isolation = executor.isolation
+        finally:
+            executor.close()
+    except SandboxError as exc:
         return Check(
             name,
             False,
-            "sandbox.backend=subprocess has no isolation or rlimits",
-            "use sandbox.backend: local (zygote) or docker",
+            f"sandbox.backend={s.backend}: {exc}",
+            "run where the local sandbox can seal (root, or unprivileged user namespaces), "
+            "use sandbox.backend: docker, or narrow sandbox.require knowingly",
         )
     return Check(
         name,
         True,
-        f"backend={s.backend} timeout={s.timeout_s}s memory={s.memory_mb}MiB "
+        f"{isolation.summary()}; timeout={s.timeout_s}s memory={s.memory_mb}MiB "
         f"output<={s.max_output_bytes}B",
     )
 

