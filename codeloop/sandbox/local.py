@@ -1,28 +1,57 @@
-"""The ``local`` backend (default): pre-forked zygotes, one per worker, inside namespaces.
+"""The ``local`` backend (default): pre-forked zygotes, one per worker, each sealed.
 
-Each zygote is ``unshare --pid --fork --kill-child --net --ipc --uts --mount --mount-proc
-/usr/bin/python3 -I -S -c <zygote>``: PID 1 of its own PID namespace, with a network
-namespace that has no interfaces, private IPC/UTS, and a private mount namespace where every
-mount is remounted read-only and /tmp, /var/tmp, /dev/shm, /run/lock are fresh tmpfs. Per
-job the zygote forks a child that drops to the slot's leased uid (pool.lease_uid), gets rlimits
-(CPU, address space as a budget over current use, file size, 64 fds, 64 processes, no
-core), a scrubbed env, a fresh work dir, stdin /dev/null and capped pipes; after the job the
-zygote SIGKILLs every other process in its namespace (kill(-1) as PID 1, which also reaches
-setsid'd daemons) and empties the scratch tmpfs.
+Each zygote is ``unshare [--map-root-user] --pid --fork --kill-child --net --ipc --uts
+--mount --mount-proc /usr/bin/python3 -I -S -c <zygote>``: PID 1 of its own PID namespace,
+with a network namespace holding only loopback, private IPC/UTS, and a private mount
+namespace. As root it is real root there; as an ordinary user (``--map-root-user``) it is
+uid 0 of a new user namespace that maps only the invoking user. Once, before any job, the
+zygote builds a private root and pivots into it (seal.py) and locks itself down; per job it
+forks a child that drops to the slot's leased uid (root only: pool.lease_uid), clears every
+capability set, gets rlimits, a scrubbed env, a fresh work dir, stdin /dev/null and capped
+pipes. After the job the zygote SIGKILLs every process in its namespace (kill(-1) as PID 1)
+and empties its private /tmp and /dev/shm. Where this cannot be set up the backend refuses to
+start (SandboxError: use ``sandbox.backend: docker``); it never runs weaker. What each zygote
+really got is probed at its start into ``executor.isolation`` (isolation.py) and checked
+against ``sandbox.require``.
+
+Isolated, as root and as an ordinary user alike:
+- Filesystem view: a tmpfs root (read-only) with read-only binds of the interpreter's own
+  dirs (its binary's dir, e.g. /usr/bin; its stdlib; the dirs its shared libraries come
+  from; /usr/lib64 for the ELF loader), ``sandbox.ro_binds``, /dev/{null,zero,urandom,random},
+  /proc of its own PID namespace, and writable tmpfs /tmp (256 MiB, the work dirs) and
+  /dev/shm (64 MiB). No /etc, /home, /root, /work, /srv, /opt, /var, no repo, no venv, no
+  ../shared, not the host's /tmp. The root, the binds and /proc cannot be remounted.
+- Capabilities: none in any set, the bounding set empty, so exec gains none either; as root
+  also securebits NOROOT (locked). no_new_privs is set (setuid binaries do not elevate).
+- Syscalls: a seccomp filter (seccomp.py) answers EPERM to mount, umount2, pivot_root,
+  chroot, unshare, setns, clone with CLONE_NEW*, ptrace, process_vm_*, bpf, keyctl/add_key/
+  request_key, perf_event_open, io_uring, open_by_handle_at, module/kexec loading, clock and
+  host-name settings and a few more (x86_64 and aarch64 tables; x32 and foreign ABIs kill).
+- Processes: the job sees and signals only its own PID namespace (the zygote is PID 1 and
+  non-dumpable); everything it leaves is killed. Network: loopback only. IPC, UTS: private.
+- Identity: as root, model code runs as a uid leased host-wide per slot (62000+), never as
+  root; as an ordinary user it is uid 0 of its user namespace without any capability, which
+  the host sees as the invoking user (one uid is all an unprivileged namespace can map).
 
 NOT isolated (know this before trusting a verdict):
-- CPU time is capped per process, not per job tree; memory is capped per process (RLIMIT_AS),
-  not per job: up to 64 processes x the budget. No cgroup is used.
-- The kernel is shared (no seccomp filter): a kernel exploit escapes.
-- The job can read any world-readable file of the host (read-only view), e.g. /etc/passwd,
-  the repository if its mode allows; it cannot read root-only files (0600/0700) or other
-  processes' environments.
-- Without root or where ``unshare`` is refused (some containers), the zygote runs without
-  namespaces: then no network isolation, writes to world-writable host dirs are possible
-  (swept only for the job's own top-level entries by uid) and, without root, no uid drop,
-  so the job could signal the parent. The chosen mode is in ``executor.isolation``.
-- Verdicts of tests flagged ``in_sandbox`` are computed in the child and only as strong as
-  the harness' isolation from the model's code in that same process.
+- The kernel is shared: a kernel exploit through an allowed syscall escapes. An escaped
+  ordinary-user job would act as the invoking user (its files are reachable then).
+- CPU time is charged per job (all its processes, sampled every 50 ms) and capped per
+  process by RLIMIT_CPU; memory is capped per process (RLIMIT_AS over the zygote's use),
+  not per job: up to 64 processes x the budget; no cgroup is used. Disk: 16 MiB per file
+  (RLIMIT_FSIZE) and the 256 MiB /tmp tmpfs, which is host RAM. Processes: RLIMIT_NPROC 64
+  (per leased uid as root; per user namespace on kernels >= 5.14 as an ordinary user,
+  per host user before).
+- The job can read what the binds hold (the interpreter's dirs are system files) and its
+  own PID namespace's /proc (the zygote's command line: our harness source and options,
+  which name host paths such as the repo's, never test data).
+- Timing and other side channels of a shared machine.
+
+What the machine needs: Linux with seccomp filters, util-linux ``unshare``, Debian's
+``/usr/bin/python3``, and either root or unprivileged user namespaces
+(``kernel.unprivileged_userns_clone=1`` where it exists, ``user.max_user_namespaces`` > 0,
+no AppArmor restriction on unprivileged namespaces). Inside a container without those, use
+``sandbox.backend: docker`` from the host.
 """
 
 from __future__ import annotations
