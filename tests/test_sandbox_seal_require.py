@@ -20,6 +20,7 @@ from codeloop.config import Params, SandboxConfig, SealProperty
 from codeloop.preflight import run_preflight
 from codeloop.sandbox import ExecJob, SandboxError, make_executor, require_met
 from codeloop.sandbox import local as local_backend
+from codeloop.sandbox.docker_backend import skip_without_docker_engine
 from codeloop.sandbox.isolation import FULL_SEAL, PROPERTIES
 from codeloop.sandbox.local import namespace_prefix
 from codeloop.sandbox.pool import PoolExecutor, Zygote, zygote_opts
@@ -77,7 +78,10 @@ def test_a_zygote_that_sees_the_host_root_is_refused_naming_private_root():
         shutil.rmtree(work)
 
 
-def test_ro_binds_are_visible_read_only_and_their_siblings_are_not():
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_ro_binds_are_visible_read_only_and_their_siblings_are_not(backend):
+    if backend == "docker":
+        skip_without_docker_engine()
     top = Path(tempfile.mkdtemp(prefix="codeloop-env-", dir="/var/tmp"))
     try:
         (top / "env").mkdir()
@@ -90,7 +94,8 @@ def test_ro_binds_are_visible_read_only_and_their_siblings_are_not():
             f" try: open('{top}/env/new', 'w')\n except OSError: v += 1\n"
             f" try: open('{top}/secret.txt')\n except OSError: v += 1\n return v"
         )
-        with make_executor(SandboxConfig(workers=1, ro_binds=[str(top / "env")])) as ex:
+        cfg = SandboxConfig(backend=backend, workers=1, ro_binds=[str(top / "env")])
+        with make_executor(cfg) as ex:
             r = ex.run(ExecJob(code=code, tests=["assert f(0) == 44"]))
         assert r.passed, r
         assert not (top / "env" / "new").exists()

@@ -9,7 +9,9 @@ length + JSON. Per job: fork, new session, rlimits, scrubbed env, fresh work dir
 1 of its namespace: kill(-1); otherwise as the job's uid plus the subreaper's children) and
 removal of every file it wrote. The zygote never interprets results: it ships the child's
 raw result lines back and the parent (codeloop.sandbox.judge) decides. The time budget and
-the pipe pump are in budget.py, whose source runs first (pool.ZYGOTE_SRC).
+the pipe pump are in budget.py, the seal (private root, lock-down, the start-up probe) in
+seal.py and seccomp.py; their sources run first (pool.ZYGOTE_SRC). A child that fails to
+seal reports it on its own pipe before any model code runs: a fault, never a verdict.
 
 Cost: on this VM every page written after a fork is a copy-on-write fault (~7 us), most of
 a small job's cost, so the per-job path writes few pages: the child uses raw os calls, its
