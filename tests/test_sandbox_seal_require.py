@@ -133,3 +133,31 @@ def test_exec_refuses_a_sandbox_weaker_than_required_and_writes_nothing(tmp_path
     assert main(argv) == 3
     assert "private_root" in capsys.readouterr().err
     assert not out.exists()
+
+
+LEGIT = """
+import threading, subprocess, sys, tempfile, os, time, sqlite3, multiprocessing, hashlib, ssl
+def f(x):
+    out = []
+    t = threading.Thread(target=out.append, args=(1,)); t.start(); t.join()
+    out.append(int(subprocess.run([sys.executable, '-c', 'print(2)'], capture_output=True,
+                                  text=True).stdout))
+    with tempfile.NamedTemporaryFile('w+') as fh:
+        fh.write('3'); fh.seek(0); out.append(int(fh.read()))
+    out.append(sqlite3.connect(':memory:').execute('select 4').fetchone()[0])
+    lock = multiprocessing.Lock()  # a POSIX semaphore in /dev/shm
+    with lock:
+        out.append(5)
+    out.append(len(hashlib.sha256(b'x').hexdigest()) // 64 * 6)
+    out.append(time.localtime(0).tm_year - 1963)
+    return out
+"""
+
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_honest_programs_using_threads_processes_and_scratch_files_still_pass(backend):
+    if backend == "docker":
+        skip_without_docker_engine()
+    with make_executor(SandboxConfig(backend=backend, workers=1)) as ex:
+        r = ex.run(ExecJob(code=LEGIT, tests=["assert f(0) == [1, 2, 3, 4, 5, 6, 7]"]))
+    assert r.passed, (r.status, r.test_results, r.stderr[-2000:])
