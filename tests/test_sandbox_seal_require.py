@@ -78,6 +78,19 @@ def test_a_zygote_that_sees_the_host_root_is_refused_naming_private_root():
         shutil.rmtree(work)
 
 
+def test_a_zygote_told_to_sweep_scratch_dirs_that_are_the_hosts_refuses_to_start():
+    # without a private root its /tmp is the host's: sweeping it would empty the host's /tmp
+    prefix, work = list(namespace_prefix()), tempfile.mkdtemp(prefix="codeloop-sbx-")
+    marker = Path(tempfile.mkstemp(prefix="codeloop-keep-", dir="/tmp")[1])
+    try:
+        with pytest.raises(SandboxError, match="private_scratch without a private root"):
+            Zygote(prefix, zygote_opts(None, work, private_scratch=True))
+        assert marker.exists()
+    finally:
+        marker.unlink(missing_ok=True)
+        shutil.rmtree(work)
+
+
 @pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
 def test_ro_binds_are_visible_read_only_and_their_siblings_are_not(backend):
     if backend == "docker":

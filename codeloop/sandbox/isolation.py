@@ -45,7 +45,9 @@ def host_paths_to_hide() -> tuple[str, ...]:
     """Host paths no sandbox may show: the repo, ../shared, the venv, and world-readable
     canaries planted in the host's /tmp and /var/tmp (once per process, removed at exit)."""
     repo = Path(__file__).resolve().parents[2]
-    paths = [str(repo), str(repo.parent / "shared"), sys.prefix]
+    paths = [sys.prefix]
+    if (repo / "pyproject.toml").exists():  # a checkout (not an installed package's dir)
+        paths += [str(repo), str(repo.parent / "shared")]
     for d in ("/tmp", "/var/tmp"):
         if os.path.isdir(d) and os.access(d, os.W_OK):
             fd, path = tempfile.mkstemp(prefix="codeloop-canary-", dir=d)

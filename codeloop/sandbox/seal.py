@@ -22,6 +22,7 @@ record ``executor.isolation`` is built from, not what we meant to set.
 import ctypes
 import json
 import os
+import resource
 import socket
 import sys
 
@@ -39,6 +40,7 @@ _KEEP = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_N
          (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
          (os.ST_RELATIME, MS_RELATIME))  # fmt: skip
 DEVICES = ("null", "zero", "urandom", "random")
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 NEW_ROOT = "/tmp"  # staging mount point inside our own mount namespace (the host's is hidden)
 PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 28, 47, 4
 PR_SET_NO_NEW_PRIVS, PTRACE_TRACEME, CLONE_NEWUSER = 38, 0, 0x10000000
@@ -122,9 +124,6 @@ def build_private_root(ro_binds, host_mnt_ns):
     return sorted(os.listdir("/"))
 
 
-_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
-
-
 def _status():
     with open("/proc/self/status") as fh:
         return dict(line.rstrip("\n").split(":\t", 1) for line in fh if ":\t" in line)
@@ -166,6 +165,13 @@ class _CapData(ctypes.Structure):
                 ("inheritable", ctypes.c_uint32)]  # fmt: skip
 
 
+# built once in the zygote, so the per-job child allocates nothing (page writes: zygote.py)
+_CAP_HEADER = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+_CAP_HEADER_REF, _CAP_NONE = ctypes.byref(_CAP_HEADER), (_CapData * 2)()
+_AMBIENT_CLEAR = [ctypes.c_int(PR_CAP_AMBIENT)]
+_AMBIENT_CLEAR += [ctypes.c_ulong(x) for x in (PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)]
+
+
 def drop_privileges(uid):
     """Per job, in the child: become ``uid`` (when given and we are root), then clear every
     capability set, so uid 0 of a user namespace holds nothing either."""
@@ -173,14 +179,10 @@ def drop_privileges(uid):
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # _LINUX_CAPABILITY_VERSION_3
-    if _sys_libc.capset(ctypes.byref(header), data) != 0:
+    if _sys_libc.capset(_CAP_HEADER_REF, _CAP_NONE) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"capset: {os.strerror(err)}")
-    try:
-        _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
-    except OSError:
-        pass  # kernels before 4.3 have no ambient set
+    _sys_libc.prctl(*_AMBIENT_CLEAR)  # (kernels before 4.3 have no ambient set: EINVAL)
 
 
 def _refused(call):
@@ -193,7 +195,7 @@ def probe_child(expect_absent, limits):
     st = _status()
     caps = {k: int(st.get(k, "0"), 16) for k in ("CapInh", "CapPrm", "CapEff", "CapBnd")}
     caps["CapAmb"] = int(st.get("CapAmb", "0"), 16)
-    got_limits = all(tuple(__import__("resource").getrlimit(w)) == tuple(v) for w, v in limits)
+    got_limits = all(tuple(resource.getrlimit(w)) == tuple(v) for w, v in limits)
     try:
         with open("/.codeloop-probe", "w"):
             root_writable = True
