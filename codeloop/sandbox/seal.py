@@ -41,6 +41,7 @@ _KEEP = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_N
          (os.ST_RELATIME, MS_RELATIME))  # fmt: skip
 DEVICES = ("null", "zero", "urandom", "random")
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+_NEVER_BIND = ("/dev", "/proc", "/sys", "/tmp", "/var/tmp", "/run")
 NEW_ROOT = "/tmp"  # staging mount point inside our own mount namespace (the host's is hidden)
 PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 28, 47, 4
 PR_SET_NO_NEW_PRIVS, PTRACE_TRACEME, CLONE_NEWUSER = 38, 0, 0x10000000
@@ -74,7 +75,12 @@ def runtime_dirs():
     for loader_dir in ("/lib64", "/usr/lib64"):  # the ELF interpreter, for exec'd children
         if os.path.isdir(loader_dir):
             dirs.add(os.path.realpath(loader_dir))
-    return sorted(d for d in dirs if os.path.isdir(d))
+    # never "/" itself, pseudo filesystems or scratch dirs (a mapped /dev/shm file, say)
+    return sorted(d for d in dirs if os.path.isdir(d) and not _unbindable(d))
+
+
+def _unbindable(d):
+    return d == "/" or any(d == p or d.startswith(p + "/") for p in _NEVER_BIND)
 
 
 def _bind(src, dst, read_only=True):
