@@ -9,8 +9,10 @@ the local backend has no root: it runs in a user namespace, and every case must 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -25,7 +27,7 @@ USER = 65534  # nobody: exists on every Debian, owns nothing
 PACKAGES = ["yaml", "pydantic", "pydantic_core", "annotated_types", "typing_extensions",
             "typing_inspection", "pytest", "_pytest", "pluggy", "iniconfig", "packaging",
             "pygments", "py"]  # fmt: skip
-SUITE = ["test_sandbox_hostile.py", "test_sandbox_hostile_host.py"]
+SUITE = ["test_sandbox_hostile.py", "test_sandbox_hostile_host.py", "test_sandbox_seal_seccomp.py"]
 
 
 def _copy_tree(dest: Path) -> None:
@@ -82,10 +84,14 @@ def test_the_hostile_suite_passes_as_an_ordinary_user(rows_only_root_can_plant):
         cmd = ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--clear-groups",
                "/usr/bin/python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
                "-m", "not docker", "-o", "addopts=-ra", *(f"tests/{t}" for t in SUITE)]  # fmt: skip
-        proc = subprocess.run(cmd, cwd=dest / "repo", env=env, capture_output=True, text=True,
-                              timeout=1800)  # fmt: skip
+        run = functools.partial(subprocess.run, cwd=dest / "repo", env=env, capture_output=True,
+                                text=True, timeout=1800)  # fmt: skip
+        collected = run([*cmd, "--collect-only"]).stdout
+        proc = run(cmd)
     finally:
         shutil.rmtree(dest, ignore_errors=True)
     out = proc.stdout[-6000:] + proc.stderr[-3000:]
     assert proc.returncode == 0, out
-    assert " passed" in out and "skipped" not in out and "failed" not in out, out
+    want = re.search(r"(\d+)(?:/\d+)? tests? collected", collected)
+    assert want and re.search(rf"\b{want[1]} passed", out), (collected[-500:], out)
+    assert "skipped" not in out and "failed" not in out, out
