@@ -9,10 +9,8 @@ into a record; ``missing`` names the properties of ``sandbox.require`` it lacks.
 
 from __future__ import annotations
 
-import atexit
 import os
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -42,27 +40,22 @@ def host_namespaces() -> dict[str, int]:
 
 @lru_cache(maxsize=1)
 def host_paths_to_hide() -> tuple[str, ...]:
-    """Host paths no sandbox may show: the repo, ../shared, the venv, and world-readable
-    canaries planted in the host's /tmp and /var/tmp (once per process, removed at exit)."""
+    """Host paths no sandbox may show: the repo, ../shared, the venv, and a world-readable
+    canary file in the host's /tmp and /var/tmp (one per uid, kept: a probe needs it to
+    exist whenever a zygote starts, and a killed process could not remove it anyway)."""
     repo = Path(__file__).resolve().parents[2]
     paths = [sys.prefix]
     if (repo / "pyproject.toml").exists():  # a checkout (not an installed package's dir)
         paths += [str(repo), str(repo.parent / "shared")]
     for d in ("/tmp", "/var/tmp"):
-        if os.path.isdir(d) and os.access(d, os.W_OK):
-            fd, path = tempfile.mkstemp(prefix="codeloop-canary-", dir=d)
-            os.close(fd)
-            os.chmod(path, 0o644)
-            atexit.register(_unlink_quiet, path)
+        path = os.path.join(d, f"codeloop-canary-{os.getuid()}")
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
+        except OSError:
+            pass  # someone else's file or link of that name: it is a host path all the same
+        if os.path.lexists(path):
             paths.append(path)
     return tuple(p for p in paths if p not in ("/", "/usr"))
-
-
-def _unlink_quiet(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 @dataclass(frozen=True)
