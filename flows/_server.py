@@ -54,9 +54,9 @@ def prefect_home() -> Path:
     return Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
 
 
-def state_dir() -> Path:
+def state_dir(home: Path | None = None) -> Path:
     """Where the shared server's state lives (one server per Prefect home)."""
-    return prefect_home() / "codeloop-server"
+    return (home or prefect_home()) / "codeloop-server"
 
 
 def _profile_api_url() -> str:
