@@ -75,8 +75,8 @@ def wanted() -> bool:
     """True when this process should use the shared server: nobody named a server."""
     if os.environ.get(OPT_OUT, "1") == "0":
         return False
-    if os.environ.get(ATTACHED_ENV):
-        return True
+    if os.environ.get(ATTACHED_ENV) == str(state_dir()):
+        return True  # the child of an attached process: it inherited the shared URL
     return not (os.environ.get("PREFECT_API_URL") or _profile_api_url())
 
 
@@ -189,10 +189,13 @@ def attach() -> str:
 
 
 def _die_with(parent: int):
-    def preexec() -> None:
-        import ctypes
+    """preexec_fn: the child gets SIGKILL when the parent (the supervisor) dies."""
+    import ctypes  # here, not in the forked child: no imports between fork and exec
 
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # the parent died before prctl took effect
             os._exit(1)
 
