@@ -175,7 +175,8 @@ def _since_promoted(root: Path, ev: dict | None, score: dict | None) -> dict[str
         note = f"this iteration was promoted as {last['tag']}"
         history = history[:-1]
     if not history:
-        return {"baseline": None, "note": note or "no promoted iteration yet"}
+        earlier = f"{note}; no earlier promoted iteration to compare with" if note else ""
+        return {"baseline": None, "note": earlier or "no promoted iteration yet"}
     base = history[-1]
     rows = [(f"pass@1 {s}", base["pass_at_1"].get(s), v) for s, v in now["pass_at_1"].items()]
     rows += [(label, base.get(f), now.get(f)) for f, label in COMPARED]
