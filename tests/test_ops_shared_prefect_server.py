@@ -50,89 +50,98 @@ def _stop_all(home: Path) -> None:
     _wait_for(lambda: not processes_of(home), "the test's Prefect processes to end", 120)
 
 
-@pytest.fixture
-def probe(tmp_path):
-    """(repo, home, env) with a 60 s grace: the server outlives the run long enough to
-    be inspected; teardown stops it."""
-    repo = make_probe_repo(tmp_path)
-    home = tmp_path / "prefect-home"
-    yield repo, home, probe_env(home, grace_s=60)
-    _stop_all(home)
-
-
 def _out(repo: Path, name: str) -> dict:
     return json.loads((repo / "out" / f"{name}.json").read_text())
 
 
-def _repro(repo: Path, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+def _probe(repo: Path, env: dict, name: str) -> None:
+    subprocess.run([sys.executable, "-m", "flows.probe", name], cwd=repo, env=env, check=True,
+                   capture_output=True, timeout=600)  # fmt: skip
 
 
-def _start_probes(repo: Path, env: dict, n: int) -> list[subprocess.Popen]:
-    """n stage processes started at once: c0 .. c<n-1>."""
+@pytest.fixture(scope="module")
+def repro(tmp_path_factory) -> dict:
+    """One plain `dvc repro` of stages a -> b, inspected while its server lives (60 s
+    grace), then a stage naming that server from another Prefect home; teardown stops it."""
+    root = tmp_path_factory.mktemp("repro")
+    repo, home = make_probe_repo(root), root / "prefect-home"
+    try:
+        proc = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=repo,
+                              env=probe_env(home, grace_s=60), capture_output=True, text=True,
+                              timeout=600)  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        api = _out(repo, "a")["api"]
+        runs = httpx.post(f"{api}/flow_runs/filter", json={}, timeout=10).json()
+        other = root / "other-home"
+        _probe(repo, {**probe_env(other, grace_s=60), "PREFECT_API_URL": api}, "named")
+        yield {
+            "output": proc.stdout + proc.stderr,
+            "apis": [_out(repo, n)["api"] for n in ("a", "b")],
+            "runs": runs,
+            "servers": servers_of(home),
+            "ui_settings": httpx.get(api.removesuffix("/api") + "/ui-settings", timeout=10).json(),
+            "named": (_out(repo, "named")["api"], (other / STATE).exists()),
+        }
+    finally:
+        _stop_all(home)
+
+
+@pytest.fixture(scope="module")
+def concurrent(tmp_path_factory) -> dict:
+    """Four stage processes started at the same moment, with no server running yet."""
+    root = tmp_path_factory.mktemp("concurrent")
+    repo, home = make_probe_repo(root), root / "prefect-home"
     cmd = [sys.executable, "-m", "flows.probe"]
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    return [subprocess.Popen([*cmd, f"c{i}"], cwd=repo, env=env, **quiet) for i in range(n)]
+    env = probe_env(home, grace_s=60)
+    try:
+        procs = [subprocess.Popen([*cmd, f"c{i}"], cwd=repo, env=env, **quiet) for i in range(4)]
+        codes = [p.wait(timeout=600) for p in procs]
+        yield {
+            "codes": codes,
+            "apis": {_out(repo, f"c{i}")["api"] for i in range(4) if codes[i] == 0},
+            "servers": servers_of(home),
+        }
+    finally:
+        _stop_all(home)
 
 
-def test_both_stages_of_a_dvc_repro_report_to_one_server(probe):
-    repo, home, env = probe
-    proc = _repro(repo, env)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    api = _out(repo, "a")["api"]
-    runs = httpx.post(f"{api}/flow_runs/filter", json={}, timeout=10).json()
-    assert sorted(r["parameters"]["name"] for r in runs) == ["a", "b"]
+def test_both_stages_of_a_dvc_repro_report_to_one_server(repro):
+    assert sorted(r["parameters"]["name"] for r in repro["runs"]) == ["a", "b"]
 
 
-def test_a_dvc_repro_of_two_stages_starts_exactly_one_server(probe):
-    repo, home, env = probe
-    proc = _repro(repo, env)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert len(servers_of(home)) == 1, servers_of(home)
+def test_both_stages_of_a_dvc_repro_were_given_the_same_api_url(repro):
+    assert len(set(repro["apis"])) == 1
 
 
-def test_no_stage_boots_prefects_own_temporary_server(probe):
-    repo, home, env = probe
-    proc = _repro(repo, env)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "Starting temporary server" not in proc.stdout + proc.stderr
+def test_a_dvc_repro_of_two_stages_starts_exactly_one_server(repro):
+    assert len(repro["servers"]) == 1, repro["servers"]
 
 
-def test_concurrent_stage_starts_share_one_server(probe):
-    repo, home, env = probe
-    procs = _start_probes(repo, env, 4)
-    assert [p.wait(timeout=600) for p in procs] == [0, 0, 0, 0]
-    assert len({_out(repo, f"c{i}")["api"] for i in range(4)}) == 1
+def test_no_stage_boots_prefects_own_temporary_server(repro):
+    assert "Starting temporary server" not in repro["output"]
 
 
-def test_concurrent_stage_starts_leave_one_server_process(probe):
-    repo, home, env = probe
-    procs = _start_probes(repo, env, 3)
-    assert [p.wait(timeout=600) for p in procs] == [0, 0, 0]
-    assert len(servers_of(home)) == 1, servers_of(home)
-
-
-def test_the_shared_servers_ui_is_told_its_own_api_url(probe):
-    repo, home, env = probe
-    subprocess.run([sys.executable, "-m", "flows.probe", "ui"], cwd=repo, env=env, check=True,
-                   capture_output=True, timeout=600)  # fmt: skip
-    api = _out(repo, "ui")["api"]
+def test_the_shared_servers_ui_is_told_its_own_api_url(repro):
+    api = repro["apis"][0]
     assert not api.startswith("http://127.0.0.1:4200/")
-    settings = httpx.get(api.removesuffix("/api") + "/ui-settings", timeout=10).json()
-    assert settings["api_url"] == api
+    assert repro["ui_settings"]["api_url"] == api
 
 
-def test_a_named_server_is_used_and_no_shared_one_started(probe, tmp_path):
-    repo, home, env = probe
-    subprocess.run([sys.executable, "-m", "flows.probe", "x"], cwd=repo, env=env, check=True,
-                   capture_output=True, timeout=600)  # fmt: skip
-    api = _out(repo, "x")["api"]  # a real server to name, started in the fixture's home
-    other = tmp_path / "other-home"
-    named = {**probe_env(other, grace_s=60), "PREFECT_API_URL": api}
-    subprocess.run([sys.executable, "-m", "flows.probe", "y"], cwd=repo, env=named, check=True,
-                   capture_output=True, timeout=600)  # fmt: skip
-    assert (_out(repo, "y")["api"], (other / STATE).exists()) == (api, False)
+def test_a_named_server_is_used_and_no_shared_one_started(repro):
+    assert repro["named"] == (repro["apis"][0], False)
+
+
+def test_concurrent_stage_starts_all_succeed(concurrent):
+    assert concurrent["codes"] == [0, 0, 0, 0]
+
+
+def test_concurrent_stage_starts_share_one_api_url(concurrent):
+    assert len(concurrent["apis"]) == 1
+
+
+def test_concurrent_stage_starts_leave_one_server_process(concurrent):
+    assert len(concurrent["servers"]) == 1, concurrent["servers"]
 
 
 def test_kill_9_of_a_stage_leaves_no_server_behind(tmp_path):
