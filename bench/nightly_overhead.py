@@ -1,6 +1,6 @@
 """Nightly flow wall time on tiny params, and what Prefect adds per stage.
 
-Run: ``python bench/nightly_overhead.py [--toy]``
+Run: ``python bench/nightly_overhead.py [--toy] [--plain-only]``
 
 1. Starts a real local Prefect server (as a team would run it), copies this repo into a
    temp git repo with tiny params (``--toy``: the two-stage toy pipeline of the tests
@@ -11,6 +11,12 @@ Run: ``python bench/nightly_overhead.py [--toy]``
    every output line streamed into the run log).
 3. The floor every stage process pays to be a Prefect flow at all: ``import prefect``
    plus one empty flow run against the server, beside a bare ``python -c pass``.
+4. A plain ``dvc repro`` with no ``PREFECT_API_URL`` (what ``dvc repro`` alone gives a
+   newcomer), twice on fresh copies of the same tiny repo (``--toy``: a two-stage repo of
+   Prefect flows): *before*, each stage process boots Prefect's own temporary server
+   (``CODELOOP_SHARED_PREFECT_SERVER=0``); *after*, the stages share one local server
+   (flows/_server.py). Wall times, server starts counted, and their ratio.
+   ``--plain-only`` runs just this part.
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests._prefect_server import local_prefect_server  # noqa: E402
+from flows._server import state_dir  # noqa: E402
+from tests._prefect_server import local_prefect_server, server_env  # noqa: E402
+from tests._shared_server_repo import make_probe_repo, processes_of  # noqa: E402
 from tests._toy_pipeline import make_toy_repo  # noqa: E402
 
 TINY = {
@@ -104,11 +112,55 @@ def _timed(cmd: list[str], cwd: Path, env: dict) -> float:
     return time.perf_counter() - t0
 
 
+def plain_repro(root: Path, toy: bool, shared: bool) -> tuple[float, int]:
+    """(wall seconds, Prefect servers started) of `dvc repro` with no PREFECT_API_URL."""
+    root.mkdir()
+    if toy:
+        repo = make_probe_repo(root)
+    else:
+        (root / "repo").mkdir()
+        repo = tiny_repo(root / "repo")
+    home = root / "prefect-home"
+    env = {**server_env(str(home)), "PYTHONPATH": str(ROOT), "CODELOOP_PREFECT_SERVER_GRACE_S": "5",
+           "CODELOOP_SHARED_PREFECT_SERVER": "1" if shared else "0",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=repo, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    secs = time.perf_counter() - t0
+    if proc.returncode != 0:
+        print(proc.stdout[-4000:], proc.stderr[-4000:])
+        raise SystemExit(f"plain dvc repro failed (exit {proc.returncode})")
+    starts = (proc.stdout + proc.stderr).count("Starting temporary server")
+    log = state_dir(home) / "server.log"
+    starts += log.read_text().count("Check out the dashboard") if log.exists() else 0
+    deadline = time.monotonic() + 120  # the shared server leaves after its grace period
+    while processes_of(home) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if processes_of(home):
+        raise SystemExit(f"Prefect processes left behind: {processes_of(home)}")
+    return secs, starts
+
+
+def print_plain(work: Path, toy: bool) -> None:
+    before, n_before = plain_repro(work / "plain-before", toy, shared=False)
+    after, n_after = plain_repro(work / "plain-after", toy, shared=True)
+    what = "two Prefect-flow stages" if toy else "codeloop on tiny params, 9 stages"
+    print(f"plain dvc repro, no PREFECT_API_URL ({what}):")
+    print(f"  before: a temporary server per stage  {before:7.1f} s  ({n_before} server starts)")
+    print(f"  after:  one shared local server       {after:7.1f} s  ({n_after} server starts)")
+    print(f"  after / before: {after / before:.2f}  (saved {before - after:.1f} s)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--toy", action="store_true", help="the tests' two-stage toy pipeline")
+    ap.add_argument("--plain-only", action="store_true", help="only part 4 (plain dvc repro)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-nightly-"))
+    if args.plain_only:
+        print_plain(work, args.toy)
+        return 0
     if args.toy:
         repo = make_toy_repo(work)
     else:
@@ -156,6 +208,7 @@ def main() -> int:
     print("other nightly tasks: " + ", ".join(f"{k} {v:.1f} s" for k, v in other.items()))
     print(f"per-stage Prefect floor: import + empty flow run {floor:.1f} s vs bare python "
           f"{bare:.2f} s")  # fmt: skip
+    print_plain(work, args.toy)
     return 0
 
 

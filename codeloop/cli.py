@@ -17,6 +17,7 @@ COMMANDS = {
     "preflight": "preflight",
     "doctor": "doctor",
     "rollback": "rollback",
+    "report": "report",
 }
 
 

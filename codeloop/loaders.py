@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from codeloop.schema import Task
-from codeloop.validate import SourceError, check_task, iter_records, quarantine_row
+from codeloop.validate import SourceError, check_task, iter_records, quarantine_row, wrong_type
 
 KINDS = ("synthetic", "humaneval", "mbpp", "apps", "canonical", "auto")
 LICENSES = {
@@ -47,12 +47,24 @@ class _RowError(ValueError):
         self.reason = reason
 
 
-def _require(rec: dict, *names: str) -> Any:
-    """The first of ``names`` present and non-empty in rec, or _RowError naming it."""
-    found = [rec[n] for n in names if rec.get(n) not in (None, "", [])]
+def _require(rec: dict, *names: str) -> str:
+    """The first of ``names`` present and non-empty in rec, a string, or _RowError naming it."""
+    found = [n for n in names if rec.get(n) not in (None, "", [])]
     if not found:
         raise _RowError(names[0], f"missing field {names[0]!r}")
-    return found[0]
+    return _typed(rec, found[0], "string")
+
+
+def _typed(rec: dict, name: str, expected: str, default: Any = None) -> Any:
+    """rec[name] (default when absent or null) if it has the expected JSON type, else
+    _RowError naming the field and both types."""
+    value = rec.get(name)
+    if value is None and default is not None:
+        return default
+    reason = wrong_type(value, expected)
+    if reason:
+        raise _RowError(name, reason)
+    return value
 
 
 def _load_file(path: str, source: str, convert) -> LoadResult:
@@ -122,10 +134,10 @@ def split_humaneval_check(test_src: str, entry_point: str) -> tuple[str, list[st
 
 
 def _humaneval_task(rec: dict, row: int) -> Task:
-    task_id = str(_require(rec, "task_id"))
+    task_id = _require(rec, "task_id")
     prompt = _require(rec, "prompt")
     entry = _require(rec, "entry_point")
-    solution = rec.get("canonical_solution") or ""
+    solution = _typed(rec, "canonical_solution", "string", "")
     if not solution.strip():
         raise _RowError("canonical_solution", "empty solution")
     try:
@@ -183,30 +195,26 @@ def _entry_point(code: str, tests: list[str]) -> str:
 
 
 def _str_list(rec: dict, name: str) -> list[str]:
-    value = rec.get(name) or []
-    value = [value] if isinstance(value, str) else value
-    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
-        raise _RowError(name, f"{name} must be a list of strings")
-    return list(value)
+    return list(_typed(rec, name, "array of strings", []))
 
 
 def _mbpp_task(rec: dict, row: int) -> Task:
     prompt = _require(rec, "text", "prompt")
     if "code" not in rec:
         raise _RowError("code", "missing field 'code'")
-    code = rec.get("code") or ""
-    if not isinstance(code, str) or not code.strip():
+    code = _typed(rec, "code", "string", "")
+    if not code.strip():
         raise _RowError("code", "empty solution")
     tests = _str_list(rec, "test_list")
     if not tests:
         raise _RowError("test_list", "no tests")
-    setup = rec.get("test_setup_code") or ""
+    setup = _typed(rec, "test_setup_code", "string", "")
     imports = _str_list(rec, "test_imports")  # sanitized MBPP keeps imports apart
     original = rec.get("task_id", row)
     return Task(
         task_id=f"mbpp/{original}",
         source="mbpp",
-        prompt=str(prompt),
+        prompt=prompt,
         entry_point=_entry_point(code, tests),
         reference_solution=code.replace("\r\n", "\n"),
         setup_code="\n".join([*imports, setup]).strip(),
@@ -290,7 +298,7 @@ def _contest_task(rec: dict, row: int) -> Task:
     return Task(
         task_id=f"{origin}/{original}",
         source=origin,
-        prompt=str(prompt),
+        prompt=prompt,
         entry_point=fn_name,
         io_style="function" if fn_name else "stdio",
         reference_solution=solution,
@@ -313,9 +321,10 @@ def load_apps(path: str) -> LoadResult:
 def _canonical_task(rec: dict, row: int) -> Task:
     for name in ("task_id", "prompt"):
         _require(rec, name)
+    for name in ("source", "entry_point", "io_style", "reference_solution", "setup_code"):
+        _typed(rec, name, "string", "")
     for name in ("visible_tests", "hidden_tests"):
-        if not isinstance(rec.get(name) or [], list):
-            raise _RowError(name, f"{name} must be a list of strings")
+        _str_list(rec, name)
     try:
         return Task.from_row(rec)
     except (TypeError, ValueError) as exc:

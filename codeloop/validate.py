@@ -43,6 +43,32 @@ def quarantine_row(
     }
 
 
+# Python type -> JSON type name; bool before int, since True is an int in Python.
+_JSON_TYPES = ((bool, "boolean"), (int | float, "number"), (str, "string"), (list, "array"),
+               (dict, "object"), (type(None), "null"))  # fmt: skip
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type: string, number, array, ..."""
+    return next((name for py, name in _JSON_TYPES if isinstance(value, py)), type(value).__name__)
+
+
+def wrong_type(value: Any, expected: str) -> str:
+    """'' if value has the expected JSON type ("string" or "array of strings"), else the
+    reason naming both types. Why no coercion: str(42) or ["assert ..."] from one string
+    would turn a broken row into a plausible task nobody asked for."""
+    if expected == "string" and isinstance(value, str):
+        return ""
+    if expected == "array of strings" and isinstance(value, list):
+        bad = sorted({json_type(v) for v in value if not isinstance(v, str)})
+        if not bad:
+            return ""
+        found = f"array holding {' and '.join(bad)}"
+    else:
+        found = json_type(value)
+    return f"wrong JSON type: expected {expected}, found {found} ({json.dumps(value, default=str)[:60]})"
+
+
 def _open_bytes(path: Path):
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 

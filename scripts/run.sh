@@ -7,5 +7,5 @@ source scripts/setup.sh
 source scripts/prefect_server.sh
 dvc repro "$@"
 echo
-echo "codeloop: done. Data in data/, checkpoints in models/, metrics in metrics/ (dvc metrics show)."
-dvc metrics show || true
+echo "codeloop: done. Data in data/, checkpoints in models/, metrics in metrics/."
+codeloop report

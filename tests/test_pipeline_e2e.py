@@ -148,6 +148,24 @@ def test_trajectories_carry_the_dataset_version_of_the_manifest(pipeline):
     assert {t.metadata.dataset_version for t in _trajectories(work)} == {version}
 
 
+def test_codeloop_report_gives_every_stage_with_metrics_a_headline(pipeline):
+    from codeloop.ops.report import METRICS, build_report
+
+    work, _ = pipeline
+    stages = build_report(work)["stages"]
+    assert [s for s in METRICS if stages[s] is None] == []
+
+
+def test_codeloop_report_counts_the_clean_stages_kept_rows(pipeline):
+    from codeloop.ops.report import build_report
+
+    work, _ = pipeline
+    clean = json.loads((work / "metrics/clean.json").read_text())
+    assert build_report(work)["stages"]["clean"]["kept"] == (
+        clean["kept_train"] + clean["kept_heldout"]
+    )
+
+
 def test_a_second_repro_with_nothing_changed_runs_no_stage(pipeline):
     work, _ = pipeline
     out = _dvc(work, "repro").stdout
