@@ -63,7 +63,7 @@ class SftConfig(_Section):
 
 class SourceSpec(_Section):
     kind: str = Field(
-        description="Loader kind: synthetic, humaneval, mbpp, apps, canonical (see codeloop.loaders)."
+        description="Loader kind: synthetic, humaneval, mbpp, apps, canonical (see codeloop.data.loaders)."
     )
     path: str = Field("", description="File path for file-based kinds; empty for packaged ones.")
     n: int = Field(0, ge=0, description="Synthetic only: number of tasks to generate.")

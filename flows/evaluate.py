@@ -19,8 +19,14 @@ from typing import Any
 from prefect import flow
 
 from codeloop.config import load_params
-from codeloop.gate import decide, hacking_alarms
-from codeloop.history import ITERATIONS_CSV, make_row, next_iteration, plot_rows, read_iterations
+from codeloop.evaluate.gate import decide, hacking_alarms
+from codeloop.evaluate.history import (
+    ITERATIONS_CSV,
+    make_row,
+    next_iteration,
+    plot_rows,
+    read_iterations,
+)
 from codeloop.io import read_json, write_json
 from tasks.evaluate import evaluate_candidate, load_frozen_sets
 from tasks.ops import publish_eval_artifacts, publish_gate_artifacts

@@ -35,8 +35,8 @@ from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from codeloop.config import load_params
-from codeloop.gate import decide, hacking_alarms, promote, set_param
-from codeloop.history import (
+from codeloop.evaluate.gate import decide, hacking_alarms, promote, set_param
+from codeloop.evaluate.history import (
     ITERATIONS_CSV,
     make_row,
     pass_rates_from_trajectories,
@@ -44,7 +44,7 @@ from codeloop.history import (
     tag_for,
 )
 from codeloop.io import read_json, read_trajectories, write_json
-from codeloop.rollback import dvc, git, require_clean, workspace_lock
+from codeloop.ops.rollback import dvc, git, require_clean, workspace_lock
 from tasks.ops import dvc_pull, dvc_push, publish_gate_artifacts, repro_stage
 
 PIPELINE = (

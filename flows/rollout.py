@@ -3,7 +3,7 @@
 Run: ``python -m flows.rollout`` (reads ./params.yaml; no Prefect server needed).
 
 Fans out over ``runner.*`` (threads by default, a Dask scheduler or LocalCluster, Ray)
-through codeloop.scaleout; every runner writes the same rows, so ``runner`` is not a DVC
+through codeloop.rollout.scaleout; every runner writes the same rows, so ``runner`` is not a DVC
 param of the stage. Reads ``rollout.*``, ``sandbox.*``, ``policy.checkpoint`` (the policy directory),
 data/buckets/{plan.json, tasks.parquet} and data/clean/manifest.json (dataset_version).
 Writes data/rollouts/ (Parquet shards + trajectories.jsonl; reward fields left for the

@@ -9,7 +9,7 @@ re-executes each final code against the task's visible tests with the reward ver
 distributions, visible/hidden pass rates and gap, infra errors, zero-std group fraction,
 the replay summary). Then replays ``score.replay_sample`` stored trajectories and fails
 the stage on any mismatch. Scoring fans out over ``runner.*`` in chunks of whole GRPO
-groups (codeloop.scaleout.score_fanned); every runner gives the same rows.
+groups (codeloop.rollout.scaleout.score_fanned); every runner gives the same rows.
 """
 
 from __future__ import annotations

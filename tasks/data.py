@@ -1,4 +1,4 @@
-"""Prefect tasks of the data stages (thin wrappers over codeloop.clean / codeloop.bucket).
+"""Prefect tasks of the data stages (thin wrappers over codeloop.data.curate / codeloop.data.difficulty).
 
 Retries only where a failure can be transient (the sandbox pool on a loaded machine);
 bad input rows are quarantined by the library and never retried.
@@ -19,7 +19,7 @@ from codeloop.config import Params
 @task(name="clean-sources", cache_policy=NONE, retries=1, retry_delay_seconds=2)
 def clean_sources(params: Params, out_dir: str, metrics_path: str) -> dict[str, Any]:
     """Load, validate, leak-check, dedupe, verify and split; write data/clean."""
-    from codeloop.clean import run_clean
+    from codeloop.data.curate import run_clean
 
     report = run_clean(params, out_dir, metrics_path=metrics_path)
     log = get_run_logger()
@@ -61,7 +61,7 @@ def bucket_tasks(
     params: Params, tasks_path: str, out_dir: str, pass_rates_path: str, metrics_path: str
 ) -> dict[str, Any]:
     """Assign difficulty buckets and write the sampling plan."""
-    from codeloop.bucket import run_bucket
+    from codeloop.data.difficulty import run_bucket
 
     plan = run_bucket(params, tasks_path, out_dir, pass_rates_path, metrics_path)
     get_run_logger().info(

@@ -1,4 +1,4 @@
-"""Prefect tasks of the evaluate stage (thin wrappers over codeloop.evaluation)."""
+"""Prefect tasks of the evaluate stage (thin wrappers over codeloop.evaluate.metrics)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from prefect import task
 from prefect.logging import get_run_logger
 
 from codeloop.config import Params
-from codeloop.evaluation import evaluate_sets
+from codeloop.evaluate.metrics import evaluate_sets
 from codeloop.io import read_json, read_tasks
 from codeloop.schema import Task
 
@@ -37,7 +37,7 @@ def evaluate_candidate(
 
     With ``critic_dir`` (the critic stage's output), each set also gets ``pass@1_critic``.
     """
-    from codeloop.policy import Policy
+    from codeloop.policy.model import Policy
     from codeloop.rewards.critic import Critic
     from codeloop.sandbox import make_executor
 

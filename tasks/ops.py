@@ -134,7 +134,7 @@ def run_logged(cmd: list[str], cwd: str, what: str) -> str:
 
     from prefect.logging import get_run_logger
 
-    from codeloop.rollback import _env
+    from codeloop.ops.rollback import _env
 
     log = get_run_logger()
     log.info("$ %s", " ".join(cmd))
@@ -158,7 +158,7 @@ def run_logged(cmd: list[str], cwd: str, what: str) -> str:
 
 @task(name="dvc-pull", retries=2, retry_delay_seconds=5, retry_condition_fn=_transient_only)
 def dvc_pull(repo: str) -> None:
-    from codeloop.rollback import dvc_cmd
+    from codeloop.ops.rollback import dvc_cmd
 
     try:
         run_logged(dvc_cmd("pull", "--allow-missing"), repo, "dvc pull")
@@ -168,7 +168,7 @@ def dvc_pull(repo: str) -> None:
 
 @task(name="dvc-push", retries=2, retry_delay_seconds=5, retry_condition_fn=_transient_only)
 def dvc_push(repo: str) -> None:
-    from codeloop.rollback import dvc_cmd
+    from codeloop.ops.rollback import dvc_cmd
 
     try:
         run_logged(dvc_cmd("push"), repo, "dvc push")
@@ -179,6 +179,6 @@ def dvc_push(repo: str) -> None:
 @task(retries=1, retry_delay_seconds=2, retry_condition_fn=_transient_only)
 def repro_stage(repo: str, stage: str) -> str:
     """`dvc repro --single-item <stage>`: one stage, its logs in this task's log."""
-    from codeloop.rollback import dvc_cmd
+    from codeloop.ops.rollback import dvc_cmd
 
     return run_logged(dvc_cmd("repro", "--single-item", stage), repo, f"stage {stage}")

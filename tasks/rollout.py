@@ -1,4 +1,4 @@
-"""Prefect tasks of the rollout stage (thin wrappers over codeloop.scaleout / codeloop.rollout)."""
+"""Prefect tasks of the rollout stage (thin wrappers over codeloop.rollout.scaleout / codeloop.rollout.episodes)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def rollout_tasks(
     params: Params, policy_dir: str, tasks: list[Task], dataset_version: str
 ) -> tuple[list[Trajectory], float]:
     """Sample the GRPO groups on the planned tasks over ``params.runner``; (rows, seconds)."""
-    from codeloop.scaleout import rollout_and_score
+    from codeloop.rollout.scaleout import rollout_and_score
 
     log = get_run_logger()
     t0 = time.perf_counter()
@@ -61,6 +61,6 @@ def rollout_tasks(
 
 @task(name="rollout-metrics")
 def summarize(trajs: list[Trajectory], seconds: float, extra: dict[str, Any]) -> dict[str, Any]:
-    from codeloop.rollout import rollout_metrics
+    from codeloop.rollout.episodes import rollout_metrics
 
     return {**rollout_metrics(trajs, seconds), **extra}

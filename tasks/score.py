@@ -27,7 +27,7 @@ def score_batch(
     params: Params, trajs: list[Trajectory], tasks_by_id: dict[str, Task]
 ) -> list[Trajectory]:
     """Re-execute final code in the sandbox and apply params' reward version, over params.runner."""
-    from codeloop.scaleout import score_fanned
+    from codeloop.rollout.scaleout import score_fanned
 
     get_run_logger().info("scoring on runner %s x%d", params.runner.kind, params.runner.workers)
     return score_fanned(

@@ -1,4 +1,4 @@
-"""Prefect tasks of the train stage (thin wrappers over codeloop.trainer)."""
+"""Prefect tasks of the train stage (thin wrappers over codeloop.train.trainer)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from prefect.logging import get_run_logger
 
 from codeloop.config import Params, TrainConfig
 from codeloop.io import read_trajectories
-from codeloop.preflight import run_preflight
+from codeloop.ops.preflight import run_preflight
 from codeloop.schema import Trajectory
 
 
@@ -42,7 +42,7 @@ def train_policy(
     policy_dir: str, trajectories: list[Trajectory], cfg: TrainConfig, out_dir: str
 ) -> dict[str, Any]:
     """One GRPO iteration; deterministic for its inputs, so no retries."""
-    from codeloop.trainer import train_grpo
+    from codeloop.train.trainer import train_grpo
 
     log = get_run_logger()
     m = train_grpo(policy_dir, trajectories, cfg, out_dir)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from codeloop.bucket import assign_buckets, difficulty_scores, proportions_for, run_bucket
 from codeloop.config import parse_params
+from codeloop.data.difficulty import assign_buckets, difficulty_scores, proportions_for, run_bucket
+from codeloop.data.holdout import heldout_split, split_tests
 from codeloop.io import read_tasks, write_json, write_tasks
 from codeloop.schema import Task
-from codeloop.split import heldout_split, split_tests
 
 
 def _tasks(n: int) -> list[Task]:

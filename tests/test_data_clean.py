@@ -52,7 +52,7 @@ def _params(path: str):
 
 @pytest.fixture(scope="module")
 def cleaned(tmp_path_factory):
-    from codeloop.clean import run_clean
+    from codeloop.data.curate import run_clean
 
     tmp = tmp_path_factory.mktemp("clean")
     src = _source(tmp)
@@ -100,7 +100,7 @@ def test_humaneval_is_written_as_a_verified_frozen_set(cleaned):
 
 
 def test_same_input_twice_gives_the_same_dataset_version(cleaned):
-    from codeloop.clean import run_clean
+    from codeloop.data.curate import run_clean
 
     tmp, src, r = cleaned
     again = run_clean(_params(src), tmp / "again", metrics_path=None)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from codeloop.config import SourceSpec
-from codeloop.loaders import (
+from codeloop.data.loaders import (
     detect_and_load,
     load_apps,
     load_canonical,
@@ -16,7 +16,7 @@ from codeloop.loaders import (
     load_source,
     split_humaneval_check,
 )
-from codeloop.validate import SourceError
+from codeloop.data.validate import SourceError
 
 GOOD = {
     "task_id": 1,

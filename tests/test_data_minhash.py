@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from datasketch import MinHash
 
-from codeloop import minhash, tokens
-from codeloop.dedupe import exact_dedupe, near_dedupe, normalise_code
+from codeloop.data import minhash, tokens
+from codeloop.data.dedupe import exact_dedupe, near_dedupe, normalise_code
 from codeloop.schema import Task
 
 
@@ -68,7 +68,7 @@ def test_normalise_code_falls_back_to_text_for_unparsable_code():
 
 
 def test_numpy_banding_finds_the_same_duplicates_as_datasketch_lsh():
-    from codeloop.dedupe import banded_near_duplicates, greedy_near_duplicates
+    from codeloop.data.dedupe import banded_near_duplicates, greedy_near_duplicates
 
     rng = np.random.default_rng(0)
     docs = []
@@ -83,7 +83,7 @@ def test_numpy_banding_finds_the_same_duplicates_as_datasketch_lsh():
 
 
 def test_canonical_code_ignores_renaming_reformatting_comments_and_statement_order():
-    from codeloop.canon import canonical_code
+    from codeloop.data.canon import canonical_code
 
     a = "import re\ndef f(xs):\n    out = []\n    seen = set()\n    for x in xs:\n        out.append(re.sub('a', 'b', x))\n    return out, seen"  # noqa: E501
     b = '# copied\ndef g(items):\n  found = set()\n  res = []\n  for it in items:\n    res.append(m.sub("a", "b", it))\n  return (res, found)\nimport re'  # noqa: E501
@@ -91,7 +91,7 @@ def test_canonical_code_ignores_renaming_reformatting_comments_and_statement_ord
 
 
 def test_canonical_code_keeps_literals_and_operators_apart():
-    from codeloop.canon import canonical_code
+    from codeloop.data.canon import canonical_code
 
     fourth = "def f(n):\n    return sum(i * i * i * i for i in range(n))"
     fifth = "def f(n):\n    return sum(i * i * i * i * i for i in range(n))"
@@ -133,7 +133,7 @@ def test_line_cached_code_tokens_equal_tokenising_the_whole_code():
 
 
 def test_flow_key_ignores_renaming_and_statement_order_but_not_swapped_operands():
-    from codeloop.canon import flow_key
+    from codeloop.data.canon import flow_key
 
     a = "def f(cost, sale):\n    n = 0\n    m = 1\n    if cost > sale:\n        return cost - sale + n * m"
     renamed = "def g(x, y):\n    q = 1\n    p = 0\n    if x > y:\n        return x - y + p * q"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from codeloop.config import SandboxConfig
-from codeloop.evaluation import judge_episodes, summarize
+from codeloop.evaluate.metrics import judge_episodes, summarize
 from codeloop.schema import Task, Trajectory
 
 TASK = Task(

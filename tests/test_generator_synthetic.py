@@ -6,7 +6,7 @@ import collections
 
 import pytest
 
-from codeloop.generator import generate_tasks
+from codeloop.data.generator import generate_tasks
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,11 @@
-"""GRPO math: advantages, clipping, KL and the four normalisations (codeloop.grpo)."""
+"""GRPO math: advantages, clipping, KL and the four normalisations (codeloop.train.grpo)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from codeloop.grpo import (
+from codeloop.train.grpo import (
     group_advantages,
     group_advantages_by_key,
     grpo_loss,

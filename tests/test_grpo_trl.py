@@ -1,4 +1,4 @@
-"""codeloop.grpo against TRL's own GRPOTrainer code on random inputs (trl is a dev dependency).
+"""codeloop.train.grpo against TRL's own GRPOTrainer code on random inputs (trl is a dev dependency).
 
 TRL is driven, not re-implemented: a real GRPOTrainer on a tiny random GPT-2 computes
 its loss with ``_compute_loss`` and its advantages with ``_generate_and_score_completions``.
@@ -13,7 +13,7 @@ import torch
 
 pytest.importorskip("trl", reason="trl (dev dependency, pyproject [dev]) is not installed")
 
-from codeloop.grpo import group_advantages, grpo_loss, token_logps  # noqa: E402
+from codeloop.train.grpo import group_advantages, grpo_loss, token_logps  # noqa: E402
 from tests.test_trainer_grpo import make_tiny_policy  # noqa: E402
 
 REWARDS = torch.tensor([0.1, 0.9, 0.3, 0.3, 1.0, 1.0, 1.0, 1.0, 0.0, 0.5, 0.25, 0.75])

@@ -1,6 +1,6 @@
-"""Multi-process GRPO training (codeloop.distributed) for real: torchrun, gloo, 2 ranks on CPU.
+"""Multi-process GRPO training (codeloop.train.distributed) for real: torchrun, gloo, 2 ranks on CPU.
 
-The launched command is the documented one (docs/operations.md, codeloop/distributed.py)
+The launched command is the documented one (docs/operations.md, codeloop/train/distributed.py)
 with 2 processes on CPU. Each rank trains on its shard of every micro-batch; both
 ranks must end with identical parameters (their digests, recorded by rank 0), and the
 candidate must equal the one a single process trains on the same full batch, within
@@ -21,21 +21,21 @@ import pytest
 import torch
 import yaml
 
-from codeloop import distributed as ddp
 from codeloop.config import PolicyInitConfig, TrainConfig
-from codeloop.generator import generate_tasks
+from codeloop.data.generator import generate_tasks
 from codeloop.io import read_json, read_trajectories, write_trajectories
 from codeloop.schema import Trajectory, TrajectoryMetadata
+from codeloop.train import distributed as ddp
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = {"steps": 3, "lr": 0.01, "micro_batch_size": 5, "grad_accum": 2, "seed": 4}
 # The documented multi-GPU command, with 2 processes (gloo on this CPU-only machine).
-TORCHRUN = ["torchrun", "--standalone", "--nproc_per_node", "2", "-m", "codeloop.distributed"]
+TORCHRUN = ["torchrun", "--standalone", "--nproc_per_node", "2", "-m", "codeloop.train.distributed"]
 
 
 def _trajectories(policy, tasks) -> list[Trajectory]:
     """Sampled groups of 4 per task with rewards that differ inside each group."""
-    from codeloop import prompts as P
+    from codeloop.policy import prompts as P
 
     prompts = [policy.encode(P.task_prompt(t)) for t in tasks]
     out = policy.generate(prompts, n=4, max_new_tokens=12, seed=9)
@@ -60,7 +60,7 @@ def _trajectories(policy, tasks) -> list[Trajectory]:
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> Path:
-    from codeloop.policy import build_embedded
+    from codeloop.policy.model import build_embedded
 
     root = tmp_path_factory.mktemp("ddp")
     tasks = generate_tasks(5, seed=3, max_depth=1)
@@ -91,7 +91,7 @@ def runs(workspace, tmp_path_factory) -> dict[str, Path]:
         (shutil.copytree if src.is_dir() else shutil.copy)(src, single / name)
     bindir = Path(sys.executable).parent
     _launch([str(bindir / TORCHRUN[0]), *TORCHRUN[1:]], workspace)
-    _launch([sys.executable, "-m", "codeloop.distributed"], single)
+    _launch([sys.executable, "-m", "codeloop.train.distributed"], single)
     return {"ddp": workspace, "single": single}
 
 
@@ -132,9 +132,9 @@ def test_only_rank_zero_writes_the_metrics_with_the_world_size(runs):
 
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
 def test_reweighted_shard_gradients_average_to_the_full_batch_gradient(workspace, loss_type):
-    from codeloop.grpo import grpo_loss
-    from codeloop.policy import Policy
-    from codeloop.trainer import _forward_logps, collate, prepare_batch
+    from codeloop.policy.model import Policy
+    from codeloop.train.grpo import grpo_loss
+    from codeloop.train.trainer import _forward_logps, collate, prepare_batch
 
     policy = Policy.load(workspace / "models/init")
     cfg = TrainConfig(**TRAIN, loss_type=loss_type)

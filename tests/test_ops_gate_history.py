@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from codeloop.gate import decide
-from codeloop.history import (
+from codeloop.evaluate.gate import decide
+from codeloop.evaluate.history import (
     HistoryError,
     append_iteration,
     last_promoted,
@@ -105,7 +105,7 @@ def test_a_pass_rate_outside_0_1_is_rejected_naming_the_task(tmp_path):
 
 
 def test_history_rows_read_back_feed_the_plot_of_the_next_iteration(tmp_path):
-    from codeloop.history import plot_rows
+    from codeloop.evaluate.history import plot_rows
 
     path = tmp_path / "iterations.csv"
     score = {"components": {"pass_rate": {"mean": 0.5}}}

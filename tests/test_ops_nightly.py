@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from codeloop.history import read_iterations
-from codeloop.rollback import WorkspaceError, workspace_lock
+from codeloop.evaluate.history import read_iterations
+from codeloop.ops.rollback import WorkspaceError, workspace_lock
 from tests._toy_pipeline import git, make_toy_repo, set_toy
 
 pytestmark = pytest.mark.slow

@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from codeloop.config import Params
-from codeloop.doctor import code_lengths, consistency, reward_distribution
 from codeloop.io import write_json, write_tasks, write_trajectories
-from codeloop.preflight import run_preflight
+from codeloop.ops.doctor import code_lengths, consistency, reward_distribution
+from codeloop.ops.preflight import run_preflight
 from codeloop.schema import Action, Observation, Task, Trajectory, TrajectoryMetadata
 
 

@@ -1,4 +1,4 @@
-"""codeloop.runners: order-preserving fan-out over threads and a real Dask LocalCluster."""
+"""codeloop.rollout.runners: order-preserving fan-out over threads and a real Dask LocalCluster."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import pytest
 
 from codeloop.config import RunnerConfig
-from codeloop.runners import RunnerError, chunked, fan_out
+from codeloop.rollout.runners import RunnerError, chunked, fan_out
 
 
 def square_and_pid(chunk: list[int]) -> list[tuple[int, int]]:

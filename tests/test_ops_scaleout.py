@@ -8,7 +8,7 @@ aside), and so must the rollout and score flows run with ``runner.kind: dask``.
 (These used to differ about one run in three, and now and then sampling hit NaN
 probabilities: two threads loading the policy at once broke transformers' global
 ``tie_weights`` patching, leaving lm_head untied/uninitialised in the threaded run. See
-codeloop.policy's module docstring and tests/test_policy_model.py.)
+codeloop.policy.model's module docstring and tests/test_policy_model.py.)
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from codeloop.config import (
     RunnerConfig,
     SandboxConfig,
 )
-from codeloop.generator import generate_tasks
-from codeloop.scaleout import rollout_and_score
+from codeloop.data.generator import generate_tasks
+from codeloop.rollout.scaleout import rollout_and_score
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +37,7 @@ ROLLOUT = RolloutConfig(
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from codeloop.policy import build_embedded
+    from codeloop.policy.model import build_embedded
 
     tasks = generate_tasks(6, seed=5, max_depth=1)
     cfg = PolicyInitConfig(vocab_size=300, n_layer=1, n_head=2, n_embd=32, n_positions=512)

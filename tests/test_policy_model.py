@@ -7,12 +7,12 @@ import types
 import pytest
 import torch
 
-from codeloop import prompts as P
 from codeloop.config import Params, PolicyInitConfig
-from codeloop.generator import generate_tasks
+from codeloop.data.generator import generate_tasks
 from codeloop.io import write_tasks
-from codeloop.policy import Policy, build_embedded, checkpoint_hash, init_policy
-from codeloop.sft import run_sft, sft_examples
+from codeloop.policy import prompts as P
+from codeloop.policy.model import Policy, build_embedded, checkpoint_hash, init_policy
+from codeloop.policy.sft import run_sft, sft_examples
 
 TINY = PolicyInitConfig(vocab_size=400, n_layer=1, n_head=2, n_embd=32, n_positions=256)
 
@@ -121,7 +121,7 @@ def test_repetition_penalty_and_top_p_still_change_what_is_sampled(policy, tasks
 
 
 def test_non_finite_logits_raise_a_policy_error_naming_the_model(tmp_path, policy, tasks):
-    from codeloop.policy import PolicyError
+    from codeloop.policy.model import PolicyError
 
     policy.save(tmp_path / "m")
     broken = Policy.load(tmp_path / "m")
@@ -177,7 +177,7 @@ def test_odd_head_count_is_refused_with_the_key_named(tasks):
 
 
 def test_torch_uses_one_thread_unless_codeloop_threads_says_otherwise(monkeypatch):
-    from codeloop.policy import set_threads
+    from codeloop.policy.model import set_threads
 
     before = torch.get_num_threads()
     try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from codeloop import prompts as P
+from codeloop.policy import prompts as P
 from codeloop.schema import Task
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from codeloop.config import SandboxConfig
-from codeloop.generator import generate_tasks
+from codeloop.data.generator import generate_tasks
 from codeloop.rewards import score_trajectories
 from codeloop.rewards.critic import Critic, mutants, train_critic
 from codeloop.sandbox import ExecJob, make_executor

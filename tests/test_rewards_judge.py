@@ -10,7 +10,7 @@ import pytest
 
 from codeloop.config import RewardConfig
 from codeloop.rewards.extras import build_extras
-from codeloop.rewards.judge import HttpJudge, JudgeError, parse_score
+from codeloop.rewards.llm_judge import HttpJudge, JudgeError, parse_score
 from tests.test_rewards_fixtures import ADD_TASK, GOOD
 
 

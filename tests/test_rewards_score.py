@@ -6,7 +6,7 @@ import pytest
 
 from codeloop.config import SandboxConfig
 from codeloop.rewards import HIDDEN_KEY, score_trajectories
-from codeloop.rewards.judge import HttpJudge
+from codeloop.rewards.llm_judge import HttpJudge
 from codeloop.sandbox import make_executor
 from codeloop.sandbox.base import SandboxError
 from tests.test_rewards_fixtures import ADD_TASK, GOOD, SPECIAL, SYNTAX, WRONG_VALUE, obs, traj

@@ -7,7 +7,7 @@ import collections
 import pytest
 import yaml
 
-from codeloop.generator import generate_tasks
+from codeloop.data.generator import generate_tasks
 from codeloop.io import read_json, read_trajectories, write_json, write_tasks
 
 pytestmark = pytest.mark.slow

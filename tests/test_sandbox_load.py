@@ -58,7 +58,7 @@ def test_correct_programs_all_pass_while_cpu_burners_run(cpu_burners):
 
 
 def test_mbpp_references_all_pass_while_cpu_burners_run(cpu_burners):
-    from codeloop.loaders import load_mbpp
+    from codeloop.data.loaders import load_mbpp
 
     path = "/work/shared/data/mbpp.jsonl"
     if not os.path.exists(path):

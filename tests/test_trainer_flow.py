@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from codeloop.io import read_json, write_trajectories
-from codeloop.policy import VERSION_FILE, Policy, checkpoint_hash
+from codeloop.policy.model import VERSION_FILE, Policy, checkpoint_hash
 from tests.test_trainer_grpo import _group, make_tiny_policy
 
 TINY_TRAIN = {"steps": 2, "lr": 0.001, "micro_batch_size": 2, "grad_accum": 2}
@@ -33,7 +33,7 @@ def _workspace(root: Path, policy_dir: Path, scored: bool = True) -> None:
 def preflight_passes(monkeypatch):
     """These tests are about what train writes, not the checklist (tested on its own)."""
     import tasks.train
-    from codeloop.preflight import Check, PreflightReport
+    from codeloop.ops.preflight import Check, PreflightReport
 
     ok = PreflightReport(checks=[Check(name="stand-in", ok=True, reason="", fix="")])
     monkeypatch.setattr(tasks.train, "run_preflight", lambda params, root=".": ok)

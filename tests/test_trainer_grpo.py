@@ -1,4 +1,4 @@
-"""The GRPO trainer on a tiny real GPT-2 (codeloop.trainer)."""
+"""The GRPO trainer on a tiny real GPT-2 (codeloop.train.trainer)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from codeloop.config import TrainConfig
-from codeloop.generator import generate_tasks
-from codeloop.policy import VERSION_FILE, Policy, checkpoint_hash, train_tokenizer
+from codeloop.data.generator import generate_tasks
+from codeloop.policy.model import VERSION_FILE, Policy, checkpoint_hash, train_tokenizer
 from codeloop.schema import Trajectory, TrajectoryMetadata
-from codeloop.trainer import OPT_FILE, collate, select_trajectories, train_grpo
+from codeloop.train.trainer import OPT_FILE, collate, select_trajectories, train_grpo
 
 PROMPT = "<|task|>Write f(x) returning x plus one.\n<|code|>"
 GOOD = "def f(x):\n    return x + 1\n<|end|>"

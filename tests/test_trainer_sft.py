@@ -1,4 +1,4 @@
-"""SFT warm start with revise turns (codeloop.sft + generator.wrong_solution)."""
+"""SFT warm start with revise turns (codeloop.policy.sft + generator.wrong_solution)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,16 @@ import random
 
 import pytest
 
-from codeloop import prompts as P
 from codeloop.config import SandboxConfig
-from codeloop.generator import generate_tasks, wrong_solution
-from codeloop.policy import Policy, train_tokenizer
-from codeloop.rollout import feedback_for
+from codeloop.data.generator import generate_tasks, wrong_solution
+from codeloop.policy import prompts as P
+from codeloop.policy.model import Policy, train_tokenizer
+from codeloop.policy.sft import length_grouped_batches, sft_examples
+from codeloop.rollout.episodes import feedback_for
 from codeloop.sandbox import make_executor
 from codeloop.sandbox.base import ExecJob
 from codeloop.sandbox.values import short_repr
 from codeloop.schema import Task
-from codeloop.sft import length_grouped_batches, sft_examples
 
 
 @pytest.fixture(scope="module")

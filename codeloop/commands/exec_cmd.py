@@ -41,8 +41,8 @@ def add_arguments(p) -> None:
 
 def load_tasks(path: str) -> dict[str, object]:
     """task_id -> Task, also reachable by the dataset's original id (MBPP's 11 for mbpp/11)."""
-    from codeloop.loaders import detect_and_load
-    from codeloop.validate import SourceError
+    from codeloop.data.loaders import detect_and_load
+    from codeloop.data.validate import SourceError
 
     try:
         loaded = detect_and_load(path)

@@ -9,7 +9,7 @@ enough:
 - ``exact_solution`` same normalised solution AST (docstrings dropped), non-trivial size;
 - ``tests``          at least half (and two) of its informative tests (AST, entry point
   renamed, enough literal content) are one frozen task's tests;
-- ``near``           MinHash estimate (codeloop.minhash) of the mean prompt/code
+- ``near``           MinHash estimate (codeloop.data.minhash) of the mean prompt/code
   Jaccard >= ``threshold``, or the prompt alone or the code alone >= ``view_threshold``.
 
 Frozen sets are small (hundreds to a few thousand tasks), so near matches are found by
@@ -24,8 +24,8 @@ import hashlib
 
 import numpy as np
 
-from codeloop import minhash
-from codeloop.dedupe import code_key, normalise_prompt
+from codeloop.data import minhash
+from codeloop.data.dedupe import code_key, normalise_prompt
 from codeloop.schema import Task
 
 MIN_SOLUTION_NODES = 12  # `return a + b` solutions are shared by unrelated tasks

@@ -20,7 +20,7 @@ ids including the end marker when the model stopped by itself; feedback_i =
 `prompts.feedback_text(...)` tokens (ends with <|revise|>). Turn i+1 is generated from
 exactly the concatenated ids, never from re-tokenised text, so the trainer's sequence is
 the sampler's. lp are log_softmax(logits / temperature) of the sampled tokens (see
-codeloop.policy). Rewards are not computed here: `reward`, `reward_components` and
+codeloop.policy.model). Rewards are not computed here: `reward`, `reward_components` and
 `metadata.reward_fn_version` are left for the score stage.
 
 Terminal reasons: all_tests_passed; no_code (nothing code-like extracted); timeout (the
@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from codeloop import prompts as P
+from codeloop.policy import prompts as P
 from codeloop.sandbox.base import ExecJob, ExecResult, SandboxError
 from codeloop.schema import Action, Observation, Task, Trajectory, TrajectoryMetadata
 

@@ -1,4 +1,4 @@
-"""Token hashes of prompts and code, the input of codeloop.minhash's shingles.
+"""Token hashes of prompts and code, the input of codeloop.data.minhash's shingles.
 
 Prompts: lowercased words. Code: tokens with local identifiers abstracted to "ID" and
 quote style, parentheses, semicolons and comments dropped, so renamed variables and

@@ -82,7 +82,7 @@ def decide(
 def hacking_alarms(history_rows: list[dict[str, Any]], current: dict[str, Any]) -> list[str]:
     """Alarms from the rewards engineer's pure detector over history rows.
 
-    Rows use codeloop.history's field names (train_reward_mean, visible_pass_rate,
+    Rows use codeloop.evaluate.history's field names (train_reward_mean, visible_pass_rate,
     hidden_pass_rate, hidden_visible_gap).
     """
     from codeloop.rewards.alarm import check_alarms
@@ -139,14 +139,14 @@ def promote(repo: str | Path, iteration: int, row: dict[str, Any], pass_rates: d
     On any failure everything this step wrote is undone, so the last good iteration
     stays exactly as it was.
     """
-    from codeloop.history import (
+    from codeloop.evaluate.history import (
         ITERATIONS_CSV,
         PASS_RATES_JSON,
         append_iteration,
         tag_for,
         update_pass_rates,
     )
-    from codeloop.rollback import dvc, git
+    from codeloop.ops.rollback import dvc, git
 
     repo = Path(repo)
     tag = tag_for(iteration)

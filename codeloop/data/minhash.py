@@ -11,7 +11,7 @@ signatures go straight into datasketch's MinHashLSH as LeanMinHash objects.
 
 Shingles: prompt words (lowercased, ``PROMPT_K``-grams) and code tokens
 (``CODE_K``-grams) with local identifiers abstracted and quote style, parentheses,
-semicolons and comments dropped (codeloop.tokens), so renamed variables and
+semicolons and comments dropped (codeloop.data.tokens), so renamed variables and
 reformatting do not change a signature. See `signatures` for how the two views share
 one signature.
 """
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 from datasketch import LeanMinHash
 
-from codeloop.tokens import _LINES, code_tokens, prompt_batch, prompt_tokens  # noqa: F401
+from codeloop.data.tokens import _LINES, code_tokens, prompt_batch, prompt_tokens  # noqa: F401
 
 SCHEME = "affine32"
 PROMPT_K = 2

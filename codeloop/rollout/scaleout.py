@@ -1,7 +1,7 @@
 """Rollout + score fanned out over the configured runner (threads, Dask, Ray).
 
 ``rollout_and_score`` splits the planned tasks into contiguous chunks and ships one
-``ChunkJob`` per chunk to ``codeloop.runners.fan_out``; each chunk loads the policy from
+``ChunkJob`` per chunk to ``codeloop.rollout.runners.fan_out``; each chunk loads the policy from
 its checkpoint directory, opens its own sandbox executor, runs ``run_rollout`` and then
 ``score_trajectories`` on its rows. Only plain data crosses process boundaries (paths,
 pydantic configs, Task and Trajectory rows), so the same job runs in a thread, a Dask
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from codeloop.config import RewardConfig, RolloutConfig, RunnerConfig, SandboxConfig
-from codeloop.runners import chunked, fan_out
+from codeloop.rollout.runners import chunked, fan_out
 from codeloop.schema import Task, Trajectory
 
 
@@ -63,8 +63,8 @@ def _score(trajs, tasks_by_id, reward: RewardConfig, hidden: bool, executor):
 
 def run_chunk(job: ChunkJob) -> list[Trajectory]:
     """Roll out (and score) one chunk of tasks; top-level so Dask/Ray pickle it by name."""
-    from codeloop.policy import Policy
-    from codeloop.rollout import run_rollout
+    from codeloop.policy.model import Policy
+    from codeloop.rollout.episodes import run_rollout
     from codeloop.sandbox import make_executor
 
     policy = Policy.load(job.policy_dir)

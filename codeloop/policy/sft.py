@@ -10,7 +10,7 @@ a plausible wrong program (`generator.wrong_solution`), the feedback the rollout
 show for it (`prompts.feedback_text`: status, failing visible test, got) and then the
 reference; loss on the reference only. Without them the model has never seen text after
 <|revise|> and the multi-turn fix essentially never succeeds. Token ids are the
-concatenation of separately encoded pieces, exactly as `codeloop.rollout` builds them.
+concatenation of separately encoded pieces, exactly as `codeloop.rollout.episodes` builds them.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import time
 
 import torch
 
-from codeloop import prompts as P
-from codeloop.generator import wrong_solution
-from codeloop.policy import Policy, set_threads
+from codeloop.data.generator import wrong_solution
+from codeloop.policy import prompts as P
+from codeloop.policy.model import Policy, set_threads
 from codeloop.sandbox.values import short_repr
 from codeloop.schema import Task
 

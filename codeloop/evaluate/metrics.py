@@ -1,7 +1,7 @@
 """Frozen-set evaluation: pass@k with the unbiased estimator and the agent metrics.
 
 The policy runs on each frozen set as it runs in training (multi-turn self-debugging on
-the *visible* tests, through `codeloop.rollout.run_rollout`), then the trusted parent
+the *visible* tests, through `codeloop.rollout.episodes.run_rollout`), then the trusted parent
 re-judges every episode's final code on the visible and the hidden tests separately. A
 sample is correct when it passes both; pass@k counts those.
 
@@ -255,7 +255,7 @@ def evaluate_sets(
     ``critic`` and more than one sample per task, each set also reports
     ``pass@1_critic`` (critic-guided selection).
     """
-    from codeloop.rollout import run_rollout  # the policy engineer's module; heavy (torch)
+    from codeloop.rollout.episodes import run_rollout  # the policy engineer's module; heavy (torch)
 
     if training_tasks is not None:
         check_no_leak(sets, training_tasks)

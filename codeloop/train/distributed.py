@@ -4,14 +4,14 @@ Run the train stage on N GPUs of one machine (from the workspace root, after
 ``codeloop preflight``; writes models/candidate and metrics/train.json like
 ``python -m flows.train``):
 
-    torchrun --nproc_per_node N -m codeloop.distributed --root .
-    accelerate launch --multi_gpu --num_processes N -m codeloop.distributed --root .
+    torchrun --nproc_per_node N -m codeloop.train.distributed --root .
+    accelerate launch --multi_gpu --num_processes N -m codeloop.train.distributed --root .
 
 Both launchers set WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR and MASTER_PORT; ``init``
 reads them and picks nccl on CUDA, gloo on CPU (the test runs the torchrun line with
 N=2 on CPU). Without them everything here is a no-op and training is single-process.
 
-How the trainer uses it (codeloop.trainer): the model is wrapped in
+How the trainer uses it (codeloop.train.trainer): the model is wrapped in
 DistributedDataParallel; every rank builds the same shuffled window of micro-batches
 (same seed) and takes a contiguous shard of each micro-batch (``shard``); the shard's
 loss is reweighted so that DDP's gradient *average* equals the gradient of the
@@ -159,19 +159,19 @@ def save_on_main(policy, path: str | os.PathLike) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """The train stage under a launcher: models/candidate and metrics/train.json (rank 0)."""
-    ap = argparse.ArgumentParser(prog="python -m codeloop.distributed", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m codeloop.train.distributed", description=__doc__)
     ap.add_argument("--root", default=".", help="workspace root (params.yaml, data/, models/)")
     ap.add_argument("--params", default="params.yaml", help="params file under --root")
     args = ap.parse_args(argv)
     from codeloop.config import ConfigError, load_params
     from codeloop.io import read_trajectories, write_json, write_jsonl
-    from codeloop.trainer import train_grpo
+    from codeloop.train.trainer import train_grpo
 
     base = Path(args.root)
     try:  # bad input is a one-line message naming the file, before any rank starts work
         params = load_params(base / args.params)
     except ConfigError as exc:
-        print(f"codeloop.distributed: {exc}", file=sys.stderr)
+        print(f"codeloop.train.distributed: {exc}", file=sys.stderr)
         return 2
     init()
     try:

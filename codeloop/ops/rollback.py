@@ -133,7 +133,7 @@ def _dataset_commit(repo: str | os.PathLike, version: str) -> str:
     md5 of data/clean)."""
     if len(version) < 7:
         raise WorkspaceError("--dataset-version: give at least 7 hex characters")
-    from codeloop.history import read_iterations
+    from codeloop.evaluate.history import read_iterations
 
     hist = Path(repo) / "history/iterations.csv"
     for row in reversed(read_iterations(hist)):

@@ -1,4 +1,4 @@
-"""Canonical forms for verifying near-duplicate candidates (codeloop.dedupe).
+"""Canonical forms for verifying near-duplicate candidates (codeloop.data.dedupe).
 
 MinHash over token shingles finds candidate pairs cheaply; this module decides them.
 It is too slow to run on every document (an AST parse each), so dedupe runs it only on

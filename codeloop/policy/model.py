@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from codeloop import prompts as P
+from codeloop.policy import prompts as P
 from codeloop.schema import Task
 
 VERSION_FILE = "model_version.txt"

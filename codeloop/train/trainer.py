@@ -3,7 +3,7 @@
 One iteration: load the policy, freeze a copy as the reference, build group advantages
 per ``prompt_key``, then ``cfg.steps`` AdamW steps of ``grad_accum`` micro-batches each
 (at most one epoch of the batch per step: a large ``grad_accum`` gives full-batch steps),
-with the clipped surrogate of ``codeloop.grpo`` against the sampler's log-probs and k3
+with the clipped surrogate of ``codeloop.train.grpo`` against the sampler's log-probs and k3
 KL to the reference. Only model-generated tokens (``loss_mask``) carry loss, so
 environment feedback inside a multi-turn episode is context, never a target. AdamW's
 moments travel with the checkpoint (``optimizer.pt``, ``train.keep_optimizer_state``),
@@ -33,11 +33,11 @@ from typing import Any
 
 import torch
 
-from codeloop import distributed as ddp
 from codeloop.config import TrainConfig
-from codeloop.grpo import group_advantages_by_key, grpo_loss, token_logps
-from codeloop.policy import VERSION_FILE, Policy
+from codeloop.policy.model import VERSION_FILE, Policy
 from codeloop.schema import Trajectory
+from codeloop.train import distributed as ddp
+from codeloop.train.grpo import group_advantages_by_key, grpo_loss, token_logps
 
 OPT_FILE = "optimizer.pt"  # AdamW state beside a checkpoint (train.keep_optimizer_state)
 
@@ -156,7 +156,7 @@ class GRPOUpdater:
         # The reference is the policy as loaded: KL keeps one iteration's update small.
         self.ref = copy.deepcopy(self.model).eval().requires_grad_(False) if cfg.beta else None
         self.model.eval()  # no dropout: see the module docstring
-        self.model = ddp.wrap(self.model)  # DDP under torchrun (codeloop.distributed)
+        self.model = ddp.wrap(self.model)  # DDP under torchrun (codeloop.train.distributed)
         self.opt = torch.optim.AdamW(
             self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
         )

@@ -76,7 +76,7 @@ def _tests_split(root: Path) -> Check:
 
 
 def _dedupe_and_exclusion(root: Path) -> Check:
-    from codeloop.evaluation import LeakError, check_no_leak
+    from codeloop.evaluate.metrics import LeakError, check_no_leak
 
     name = "dedupe and benchmark exclusion"
     report = root / "data/clean/report.json"

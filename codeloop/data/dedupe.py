@@ -2,9 +2,9 @@
 
 Exact: sha256 of the normalised prompt plus the normalised AST of the reference
 solution (docstrings dropped, formatting and comments irrelevant). Near, in two steps:
-MinHash of prompt+code shingles (codeloop.minhash) banded in numpy proposes candidate
+MinHash of prompt+code shingles (codeloop.data.minhash) banded in numpy proposes candidate
 pairs generously (``lsh_threshold`` on the prompt half's estimate), and `verify_pair`
-decides each candidate exactly on canonical views (codeloop.canon): identical canonical
+decides each candidate exactly on canonical views (codeloop.data.canon): identical canonical
 code with overlapping prompts, or high prompt+code Jaccard with no differing number or
 contrast word ("fourth" vs "fifth"). Both steps are greedy in input order: a task is
 dropped when it matches an earlier task, and it names the kept representative of that
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from datasketch import MinHashLSH
 
-from codeloop import canon, minhash
+from codeloop.data import canon, minhash
 from codeloop.schema import Task
 
 _WS = re.compile(r"\s+")

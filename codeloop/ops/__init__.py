@@ -1,0 +1,1 @@
+"""Operations: preflight, doctor, rollback, report."""
