@@ -238,12 +238,12 @@ def throughput(n: int, million: bool):
 
 def clean_counts():
     from codeloop.config import parse_params
-    from codeloop.data.curate import run_clean
+    from codeloop.data.curate import curate
 
     params = parse_params({"clean": {"sources": [{"kind": "mbpp", "path": str(MBPP)}]}})
     out = Path("/tmp/codeloop-bench-clean")
     t0 = time.perf_counter()
-    r = run_clean(params, out, metrics_path=None)
+    r = curate(params, out, metrics_path=None)
     print(f"\n4. MBPP through clean ({time.perf_counter() - t0:.0f} s, outputs in {out})")
     print(
         f"   rows in {r['rows_in']}: kept {r['kept']}, dropped {r['dropped']} {r['dropped_by_reason']}, quarantined {r['quarantined']}; balanced={r['balanced']}"

@@ -62,7 +62,7 @@ def _params(args) -> Params:
 
 
 def run(args) -> int:
-    from codeloop.data.curate import run_clean
+    from codeloop.data.curate import curate as run_clean
 
     try:
         params = _params(args)

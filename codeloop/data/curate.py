@@ -1,4 +1,4 @@
-"""The clean stage: sources -> validated, leak-free, deduplicated, verified, split tasks.
+"""Curation, the clean stage's steps: sources -> validated, leak-free, deduplicated, verified, split tasks.
 
 Order matters and is deliberate: leaks are removed before dedupe (a leaked task is
 reported as a leak, the graver reason), dedupe before verification (sandbox time is the
@@ -229,13 +229,15 @@ def clean_tasks(params, executor) -> dict[str, Any]:
     }
 
 
-def run_clean(
+def curate(
     params,
-    out_dir: str | Path = "data/clean",
+    out_dir: str | Path,
     executor=None,
-    metrics_path: str | Path | None = "metrics/clean.json",
+    metrics_path: str | Path | None = None,
 ) -> dict:
-    """Run the clean stage and write its outputs under out_dir; returns report.json's content."""
+    """`codeloop clean`: clean_tasks then write_clean under out_dir, on its own executor
+    unless one is given; returns report.json's content. (The stage runs the same two
+    steps from codeloop.stages.clean.)"""
     own = executor is None
     if own:
         from codeloop.sandbox import make_executor
@@ -246,6 +248,14 @@ def run_clean(
     finally:
         if own:
             executor.close()
+    return write_clean(params, r, out_dir, metrics_path)
+
+
+def write_clean(
+    params, r: dict[str, Any], out_dir: str | Path, metrics_path: str | Path | None
+) -> dict:
+    """Write clean_tasks' result under out_dir (tasks, frozen sets, quarantine, report,
+    manifest) and, with metrics_path, the stage metrics; returns report.json's content."""
     out = Path(out_dir)
     cfg = params.clean
     params_rec = {

@@ -1,4 +1,4 @@
-"""The bucket stage: difficulty buckets and this iteration's sampling plan.
+"""Difficulty buckets (the bucket stage's steps) and this iteration's sampling plan.
 
 Difficulty starts from proxies (prompt length, number of tests, solution AST size, and
 the generator's composition depth when known), each turned into a percentile rank and
@@ -122,19 +122,16 @@ def make_plan(tasks: list[Task], cfg, iteration: int) -> dict:
     }
 
 
-def run_bucket(
-    params,
-    tasks_path: str | Path = "data/clean/tasks.parquet",
-    out_dir: str | Path = "data/buckets",
-    pass_rates_path: str | Path | None = "history/pass_rates.json",
-    metrics_path: str | Path | None = "metrics/bucket.json",
-) -> dict:
-    """Write buckets/tasks.parquet (difficulty = bucket id) and plan.json; returns the plan."""
-    cfg = params.bucket
-    tasks = io.read_tasks(tasks_path)
-    rates: dict[str, float] = {}
-    if pass_rates_path and Path(pass_rates_path).exists():
-        rates = {str(k): float(v) for k, v in (io.read_json(pass_rates_path) or {}).items()}
+def read_rates(path: str | Path) -> dict[str, float]:
+    """history/pass_rates.json as {task_id: rate}; {} when the file is absent."""
+    if not Path(path).exists():
+        return {}
+    return {str(k): float(v) for k, v in (io.read_json(path) or {}).items()}
+
+
+def assign_difficulty(tasks: list[Task], rates: dict[str, float], cfg) -> list[Task]:
+    """The tasks with ``difficulty`` = bucket id (0 = easiest) and the score's inputs
+    recorded in metadata (proxies, score, pass rate when known)."""
     scores = difficulty_scores(tasks, rates, cfg.pass_rate_weight)
     ids = assign_buckets(scores, cfg.n_buckets)
     out_tasks = []
@@ -147,23 +144,4 @@ def run_bucket(
         if t.task_id in rates:
             meta["pass_rate"] = rates[t.task_id]
         out_tasks.append(replace(t, difficulty=int(b), metadata=meta))
-    iteration = params.rollout.iteration
-    plan = make_plan(out_tasks, cfg, iteration)
-    manifest = Path(tasks_path).parent / "manifest.json"
-    plan["dataset_version"] = io.read_json(manifest)["dataset_version"] if manifest.exists() else ""
-    plan["difficulty_source"] = "pass_rate+proxies" if rates else "proxies"
-    plan["tasks_with_pass_rate"] = sum(1 for t in tasks if t.task_id in rates)
-    out = Path(out_dir)
-    io.write_tasks(out / "tasks.parquet", out_tasks)
-    io.write_json(out / "plan.json", plan)
-    if metrics_path:
-        metrics = {f"bucket_{b}_size": n for b, n in enumerate(plan["bucket_sizes"])}
-        metrics.update({f"bucket_{b}_planned": n for b, n in enumerate(plan["counts"])})
-        metrics["planned_tasks"] = len(plan["task_ids"])
-        io.write_json(metrics_path, metrics)
-    return plan
-
-
-def read_plan(path: str | Path = "data/buckets/plan.json") -> dict:
-    """The plan rollout samples from."""
-    return json.loads(Path(path).read_text())
+    return out_tasks

@@ -6,7 +6,7 @@ shingle hashes are combined with numpy over the whole batch, and the permutation
 ``fmix32(h) * a + b (mod 2^32)`` run as one (shingles x num_perm) array op with a
 segmented min. The permutation parameters come from datasketch's own seeding, so a
 signature equals ``datasketch.MinHash(num_perm, seed, hashfunc=int, scheme="affine32")``
-fed the same shingle hashes (tests/test_data_minhash.py checks this), and the
+fed the same shingle hashes (tests/test_clean_minhash.py checks this), and the
 signatures go straight into datasketch's MinHashLSH as LeanMinHash objects.
 
 Shingles: prompt words (lowercased, ``PROMPT_K``-grams) and code tokens

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codeloop.paths import Paths
+
 
 @dataclass
 class GateDecision:
@@ -123,9 +125,9 @@ def _ship_critic(repo: Path, target: Path) -> None:
     from codeloop.config import load_params
     from codeloop.rewards.registry import get_composition
 
-    if not (repo / "models/critic/critic.json").exists():
+    if not (Paths(repo).critic_model / "critic.json").exists():
         return
-    shutil.copytree(repo / "models/critic", target / "critic")
+    shutil.copytree(Paths(repo).critic_model, target / "critic")
     if get_composition(load_params(repo / "params.yaml").reward.version).needs_critic:
         set_param(
             repo / "params.yaml", "reward", "critic_path", f"{target.relative_to(repo)}/critic"
@@ -154,7 +156,7 @@ def promote(repo: str | Path, iteration: int, row: dict[str, Any], pass_rates: d
     if target.exists() or (repo / f"models/{tag}.dvc").exists():
         raise FileExistsError(f"{target}: already exists; iteration {iteration} was promoted")
     try:
-        shutil.copytree(repo / "models/candidate", target)
+        shutil.copytree(Paths(repo).candidate_model, target)
         _ship_critic(repo, target)
         dvc(repo, "add", f"models/{tag}")
         set_checkpoint(repo / "params.yaml", f"models/{tag}")

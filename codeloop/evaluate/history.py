@@ -31,8 +31,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ITERATIONS_CSV = Path("history/iterations.csv")
-PASS_RATES_JSON = Path("history/pass_rates.json")
+from codeloop import paths as _paths
+
+ITERATIONS_CSV = Path(_paths.ITERATIONS_CSV)
+PASS_RATES_JSON = Path(_paths.PASS_RATES_JSON)
 
 ITERATION_FIELDS = (
     "iteration",

@@ -20,6 +20,7 @@ from typing import Any
 
 from codeloop.config import Params
 from codeloop.io import read_json, read_tasks, read_trajectories
+from codeloop.paths import Paths
 from codeloop.sandbox.base import ExecJob
 from codeloop.schema import Trajectory
 
@@ -174,7 +175,7 @@ def consistency(trajs: list[Trajectory], params: Params, root: Path) -> Finding:
     rv = {t.metadata.reward_fn_version for t in trajs}
     if rv != {params.reward.version}:
         problems.append(f"reward_fn_version {sorted(rv)} != reward.version {params.reward.version}")
-    manifest = root / "data/clean/manifest.json"
+    manifest = Paths(root).manifest
     dv = {t.metadata.dataset_version for t in trajs}
     if manifest.exists():
         cur = str(read_json(manifest).get("dataset_version", ""))
@@ -201,7 +202,7 @@ def consistency(trajs: list[Trajectory], params: Params, root: Path) -> Finding:
 def run_doctor(params: Params, root: str = ".", executor: Any = None) -> list[Finding]:
     """All diagnostics over data/trajectories (the latest iteration)."""
     base = Path(root)
-    trajs = [t for t in read_trajectories(base / "data/trajectories")]
+    trajs = [t for t in read_trajectories(Paths(base).trajectories_dir)]
     if not trajs:
         return [Finding("trajectories", False, "data/trajectories is empty", "run dvc repro")]
     out = [
@@ -210,7 +211,7 @@ def run_doctor(params: Params, root: str = ".", executor: Any = None) -> list[Fi
         code_lengths(trajs),
         timeout_ratio(trajs),
     ]
-    tasks_path = base / "data/buckets/tasks.parquet"
+    tasks_path = Paths(base).bucket_tasks
     if executor is not None and tasks_path.exists():
         out.append(env_stability(trajs, {t.task_id: t for t in read_tasks(tasks_path)}, executor))
     out.append(consistency(trajs, params, base))

@@ -20,6 +20,7 @@ import yaml
 
 from codeloop.config import Params
 from codeloop.io import iter_trajectories, read_tasks
+from codeloop.paths import Paths
 from codeloop.schema import TERMINAL_REASONS
 
 SAMPLE = 200  # trajectories inspected: enough to find a systematic gap, fast on any set
@@ -57,7 +58,7 @@ class PreflightReport:
 
 def _tests_split(root: Path) -> Check:
     name = "executable tests with visible/hidden split"
-    path = root / "data/clean/tasks.parquet"
+    path = Paths(root).clean_tasks
     if not path.exists():
         return Check(name, False, f"{path} missing", "run the clean stage (dvc repro clean)")
     tasks = read_tasks(path)
@@ -79,17 +80,15 @@ def _dedupe_and_exclusion(root: Path) -> Check:
     from codeloop.evaluate.metrics import LeakError, check_no_leak
 
     name = "dedupe and benchmark exclusion"
-    report = root / "data/clean/report.json"
-    frozen = sorted((root / "data/clean/frozen").glob("*.parquet"))
+    report = Paths(root).clean_report
+    frozen = sorted(Paths(root).frozen_dir.glob("*.parquet"))
     if not report.exists():
         return Check(name, False, f"{report} missing", "run the clean stage")
     text = report.read_text().lower()
     if "dedup" not in text and "duplicate" not in text:
         return Check(name, False, f"{report} records no dedupe step", "clean must dedupe")
     try:
-        check_no_leak(
-            {f.stem: read_tasks(f) for f in frozen}, read_tasks(root / "data/clean/tasks.parquet")
-        )
+        check_no_leak({f.stem: read_tasks(f) for f in frozen}, read_tasks(Paths(root).clean_tasks))
     except (LeakError, FileNotFoundError) as exc:
         return Check(name, False, str(exc), "re-run clean; frozen tasks must not be trained on")
     return Check(name, True, f"dedupe recorded; no overlap with {len(frozen)} frozen set(s)")
@@ -115,7 +114,7 @@ def _sandbox_limits(params: Params) -> Check:
 
 def _trajectory_checks(params: Params, root: Path) -> list[Check]:
     """Schema completeness, sampling metadata + model version, reward components logged."""
-    path = root / "data/trajectories"
+    path = Paths(root).trajectories_dir
     names = (
         "trajectory schema complete",
         "sampling params and model version recorded",
@@ -205,7 +204,7 @@ def _reward_pinned(params: Params, root: Path, run_golden: bool) -> Check:
             f"{params.reward.version} is not released (no golden pin)",
             "release it with a golden test, or use a released version",
         )
-    golden = root / "tests/test_rewards_golden.py"
+    golden = root / "tests/test_score_golden.py"
     if run_golden and golden.exists():
         proc = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", str(golden)],
@@ -230,7 +229,7 @@ def _reward_pinned(params: Params, root: Path, run_golden: bool) -> Check:
 
 def _frozen_and_metrics(root: Path) -> Check:
     name = "frozen eval set and metrics defined"
-    frozen = sorted((root / "data/clean/frozen").glob("*.parquet"))
+    frozen = sorted(Paths(root).frozen_dir.glob("*.parquet"))
     if not frozen:
         return Check(name, False, "no data/clean/frozen/*.parquet", "add clean.frozen sources")
     dvc_yaml = root / "dvc.yaml"

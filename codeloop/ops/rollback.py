@@ -1,7 +1,7 @@
 """Workspace operations: git/dvc calls, the workspace lock, and rollback to an iteration.
 
 Every promoted iteration is one git commit tagged ``iter-NNNN`` holding dvc.lock,
-params.yaml, history/ and metrics/ (DESIGN.md, "Iterations without cycles"). Rolling
+params.yaml, history/ and metrics/ (docs/design.md, "Iterations without cycles"). Rolling
 back is therefore: find the commit, ``git checkout`` its files, ``dvc checkout`` its
 data and models. We restore *files* (``git checkout <commit> -- .``) rather than moving
 HEAD, so the rollback is itself an ordinary commit-able change on the current branch.
@@ -134,8 +134,9 @@ def _dataset_commit(repo: str | os.PathLike, version: str) -> str:
     if len(version) < 7:
         raise WorkspaceError("--dataset-version: give at least 7 hex characters")
     from codeloop.evaluate.history import read_iterations
+    from codeloop.paths import Paths
 
-    hist = Path(repo) / "history/iterations.csv"
+    hist = Paths(Path(repo)).iterations_csv
     for row in reversed(read_iterations(hist)):
         if str(row.get("dataset_version", "")).startswith(version):
             return find_commit(repo, to=row["tag"])

@@ -151,18 +151,3 @@ def run_sft(policy: Policy, tasks: list[Task], cfg) -> dict:
         epochs=cfg.steps * cfg.batch_size / len(examples),
     )
     return stats
-
-
-def sft_stage(params, base_dir, tasks_path, out_dir) -> dict:
-    """The `sft` stage: load base_dir, SFT on the training tasks, save to out_dir.
-
-    Returns the SFT stats plus ``model_version`` (content hash of out_dir) and
-    ``base_version``. With ``sft.steps == 0`` the base policy is saved unchanged.
-    """
-    from codeloop.io import read_tasks
-
-    policy = Policy.load(base_dir)
-    base_version = policy.model_version
-    stats = run_sft(policy, read_tasks(tasks_path), params.sft)
-    version = policy.save(out_dir)
-    return {**stats, "model_version": version, "base_version": base_version}

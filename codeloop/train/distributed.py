@@ -1,11 +1,11 @@
 """Multi-process GRPO training with torch.distributed (multi-GPU, or gloo on CPU).
 
-Run the train stage on N GPUs of one machine (from the workspace root, after
-``codeloop preflight``; writes models/candidate and metrics/train.json like
-``python -m flows.train``):
+Run the train stage on N GPUs of one machine (from the workspace root; it runs
+``codeloop preflight`` first and writes models/candidate and metrics/train.json like
+``python -m flows.train``; the entry point is codeloop.stages.train):
 
-    torchrun --nproc_per_node N -m codeloop.train.distributed --root .
-    accelerate launch --multi_gpu --num_processes N -m codeloop.train.distributed --root .
+    torchrun --nproc_per_node N -m codeloop.stages.train --root .
+    accelerate launch --multi_gpu --num_processes N -m codeloop.stages.train --root .
 
 Both launchers set WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR and MASTER_PORT; ``init``
 reads them and picks nccl on CUDA, gloo on CPU (the test runs the torchrun line with
@@ -23,10 +23,8 @@ a mismatch raises (a desynchronised run must never be promoted).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -157,40 +155,13 @@ def save_on_main(policy, path: str | os.PathLike) -> str:
     return str(box[0])
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The train stage under a launcher: models/candidate and metrics/train.json (rank 0)."""
-    ap = argparse.ArgumentParser(prog="python -m codeloop.train.distributed", description=__doc__)
-    ap.add_argument("--root", default=".", help="workspace root (params.yaml, data/, models/)")
-    ap.add_argument("--params", default="params.yaml", help="params file under --root")
-    args = ap.parse_args(argv)
-    from codeloop.config import ConfigError, load_params
-    from codeloop.io import read_trajectories, write_json, write_jsonl
-    from codeloop.train.trainer import train_grpo
-
-    base = Path(args.root)
-    try:  # bad input is a one-line message naming the file, before any rank starts work
-        params = load_params(base / args.params)
-    except ConfigError as exc:
-        print(f"codeloop.train.distributed: {exc}", file=sys.stderr)
-        return 2
-    init()
-    try:
-        policy_dir = Path(params.policy.checkpoint)
-        policy_dir = policy_dir if policy_dir.is_absolute() else base / policy_dir
-        trajs = read_trajectories(base / "data/trajectories")
-        out_dir = base / "models/candidate"
-        result = train_grpo(str(policy_dir), trajs, params.train, str(out_dir))
-        history = result.pop("history")
-        if is_main():
-            write_jsonl(out_dir / "train_history.jsonl", history)
-            write_json(base / "metrics/train.json", {**result, "world_size": world_size()})
-        if world_size() > 1:
-            dist.barrier()
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-    return 0
+def barrier() -> None:
+    """Wait for every rank (a no-op in a single process)."""
+    if dist.is_initialized():
+        dist.barrier()
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def shutdown() -> None:
+    """Leave the process group, if one was joined."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
