@@ -40,6 +40,12 @@ def test_function_local_imports_are_followed(repo_root):
     assert {"codeloop/policy/model.py", "codeloop/rewards/critic.py"} <= files
 
 
+def test_source_files_the_sandbox_ships_to_its_children_are_deps(repo_root):
+    # codeloop/sandbox/pool.py reads them as text (HERE / "harness.py"), never imports them.
+    files = closure(repo_root, "flows.clean")
+    assert {f"codeloop/sandbox/{n}.py" for n in ("budget", "zygote", "harness")} <= files
+
+
 def test_the_rollout_stage_imports_no_reward_code(repo_root):
     # So a change under codeloop/rewards/ reruns score, never rollout.
     assert not [f for f in closure(repo_root, "flows.rollout") if f.startswith("codeloop/rewards")]

@@ -4,7 +4,9 @@ A stage command ``python -m <module>`` runs that module and everything it import
 closure follows every ``import`` / ``from ... import`` in the source (module level and
 function-local alike, read with ``ast``, never executed), keeps the ones that resolve to a
 file of this repository (``codeloop/``, ``flows/``, ``tasks/``; the packages'
-``__init__.py`` included, since Python runs them) and recurses into those. Third-party
+``__init__.py`` included, since Python runs them) and recurses into those. A module that
+ships a sibling source file by name (``HERE / "harness.py"``: the sandbox sends the
+zygote's and harness's source to its children) depends on that file too. Third-party
 modules end the walk. Data deps (data/..., models/..., history/..., metrics/...) are
 dvc.yaml's own and left as written.
 
@@ -77,6 +79,18 @@ def imported_modules(path: Path, module: str) -> set[str]:
     return {n for n in names if n}
 
 
+def sibling_sources(path: Path) -> set[Path]:
+    """Files next to ``path`` that it names as ``"<name>.py"`` string literals (read as
+    source, not imported)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = {
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.endswith(".py")
+    }
+    return {path.parent / n for n in names if "/" not in n and (path.parent / n).is_file()}
+
+
 def closure(root: Path, module: str) -> set[str]:
     """Repo files (relative, posix) run by ``python -m module`` in ``root``."""
     root = Path(root)
@@ -95,6 +109,7 @@ def closure(root: Path, module: str) -> set[str]:
             if f is not None and f not in seen:
                 todo.append((f, imp))
             todo += [(p, _module_name(root, p)) for p in _packages(root, imp) if p not in seen]
+        todo += [(f, _module_name(root, f)) for f in sibling_sources(path) if f not in seen]
     return {p.relative_to(root).as_posix() for p in seen}
 
 
