@@ -22,17 +22,6 @@ def test_an_unknown_reward_version_names_the_key_and_the_known_ones():
     assert "reward.version" in str(err.value) and "v2-critic" in str(err.value)
 
 
-def test_config_imports_nothing_of_the_domain():
-    import ast
-
-    from codeloop import config
-
-    tree = ast.parse(open(config.__file__).read())
-    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
-    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    assert [m for m in imported if m.startswith("codeloop")] == []
-
-
 def test_the_repository_params_file_is_valid(repo_root):
     params = load_params(repo_root / "params.yaml")
     assert params.rollout.samples_per_task >= 1
