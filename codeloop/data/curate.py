@@ -166,8 +166,19 @@ def _load_frozen(cfg, executor, quarantine: list) -> tuple[dict, dict]:
     return sets, report
 
 
-def clean_tasks(params, executor) -> dict[str, Any]:
-    """All of the stage but writing: returns tasks, frozen sets, quarantine and report."""
+def clean_tasks(params, executor=None) -> dict[str, Any]:
+    """All of the stage but writing: returns tasks, frozen sets, quarantine and report.
+
+    Without ``executor`` it opens (and closes) its own from ``params.sandbox``, so a retry
+    of this step starts on a fresh sandbox pool."""
+    if executor is None:
+        from codeloop.sandbox import make_executor
+
+        executor = make_executor(params.sandbox)
+        try:
+            return clean_tasks(params, executor)
+        finally:
+            executor.close()
     cfg = params.clean
     quarantine: list[dict] = []
     frozen, frozen_report = _load_frozen(cfg, executor, quarantine)
@@ -238,17 +249,7 @@ def curate(
     """`codeloop clean`: clean_tasks then write_clean under out_dir, on its own executor
     unless one is given; returns report.json's content. (The stage runs the same two
     steps from codeloop.stages.clean.)"""
-    own = executor is None
-    if own:
-        from codeloop.sandbox import make_executor
-
-        executor = make_executor(params.sandbox)
-    try:
-        r = clean_tasks(params, executor)
-    finally:
-        if own:
-            executor.close()
-    return write_clean(params, r, out_dir, metrics_path)
+    return write_clean(params, clean_tasks(params, executor), out_dir, metrics_path)
 
 
 def write_clean(

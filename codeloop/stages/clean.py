@@ -20,13 +20,7 @@ log = logging.getLogger(__name__)
 
 def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
     """Load, validate, leak-check, dedupe, verify and split; write data/clean."""
-    from codeloop.sandbox import make_executor
-
-    executor = make_executor(params.sandbox)
-    try:
-        result = step(clean_tasks, params, executor)
-    finally:
-        executor.close()
+    result = step(clean_tasks, params)  # on its own sandbox executor: a retry gets a fresh one
     report = step(write_clean, params, result, paths.clean_dir, paths.metrics("clean"))
     log.info(
         "rows in %d: kept %d (train %d, held-out %d), dropped %d %s, quarantined %d; balanced=%s",
