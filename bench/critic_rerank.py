@@ -2,7 +2,7 @@
 
 Run: ``python bench/critic_rerank.py [--tasks 240] [--seed 0]``
 
-Synthetic tasks (codeloop.generator); candidates per task = the reference solution plus
+Synthetic tasks (codeloop.data.generator); candidates per task = the reference solution plus
 its mutants (codeloop.rewards.critic.mutants), shuffled; labels = all visible tests pass
 in the real sandbox. The critic is trained on half of the tasks and judged on the other
 half. Printed side by side, measured in the same run:
@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from codeloop.config import SandboxConfig  # noqa: E402
-from codeloop.generator import generate_tasks  # noqa: E402
+from codeloop.data.generator import generate_tasks  # noqa: E402
 from codeloop.rewards.critic import Critic, mutants, roc_auc  # noqa: E402
 from codeloop.sandbox import ExecJob, make_executor  # noqa: E402
 

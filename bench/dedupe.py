@@ -34,9 +34,9 @@ from datasketch import MinHash, MinHashLSH
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import plant  # noqa: E402
 
-from codeloop import minhash  # noqa: E402
-from codeloop.dedupe import LSH_SLACK, NearRule, verified_near_duplicates  # noqa: E402
-from codeloop.loaders import load_mbpp  # noqa: E402
+from codeloop.data import minhash  # noqa: E402
+from codeloop.data.dedupe import LSH_SLACK, NearRule, verified_near_duplicates  # noqa: E402
+from codeloop.data.loaders import load_mbpp  # noqa: E402
 
 MBPP = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp.jsonl"
 THRESHOLD, NUM_PERM = 0.7, 128  # datasketch's rule; ours uses params.yaml's defaults
@@ -237,13 +237,13 @@ def throughput(n: int, million: bool):
 
 
 def clean_counts():
-    from codeloop.clean import run_clean
     from codeloop.config import parse_params
+    from codeloop.data.curate import curate
 
     params = parse_params({"clean": {"sources": [{"kind": "mbpp", "path": str(MBPP)}]}})
     out = Path("/tmp/codeloop-bench-clean")
     t0 = time.perf_counter()
-    r = run_clean(params, out, metrics_path=None)
+    r = curate(params, out, metrics_path=None)
     print(f"\n4. MBPP through clean ({time.perf_counter() - t0:.0f} s, outputs in {out})")
     print(
         f"   rows in {r['rows_in']}: kept {r['kept']}, dropped {r['dropped']} {r['dropped_by_reason']}, quarantined {r['quarantined']}; balanced={r['balanced']}"

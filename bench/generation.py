@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from codeloop import prompts as P  # noqa: E402
 from codeloop.config import load_params  # noqa: E402
-from codeloop.generator import generate_tasks  # noqa: E402
-from codeloop.policy import Policy, build_embedded, set_threads  # noqa: E402
+from codeloop.data.generator import generate_tasks  # noqa: E402
+from codeloop.policy import prompts as P  # noqa: E402
+from codeloop.policy.model import Policy, build_embedded, set_threads  # noqa: E402
 
 
 def _timed(policy: Policy, prompts: list[str], n: int, batch_size: int, max_new: int):

@@ -8,7 +8,7 @@ Run: ``.venv/bin/python bench/grpo_vs_trl.py [--steps 6] [--skip-speed]``
    through TRL's own ``_compute_loss(model, inputs)`` (prompt/completion ids, a
    ``tool_mask`` masking an environment span, advantages, off-policy old log-probs so
    clipping happens, reference log-probs for k3 KL, temperature 0.7) and through
-   ``codeloop.grpo.token_logps`` + ``grpo_loss`` on the same model. Printed: |Δloss| and
+   ``codeloop.train.grpo.token_logps`` + ``grpo_loss`` on the same model. Printed: |Δloss| and
    max |Δgrad| over all parameters (targets: ≤ 1e-5 and ~0). TRL's config defaults to
    bf16 autocast (on CPU too); it is set to fp32 so both sides compute in one precision.
 2. Step time of a full GRPO step (generate + score + update) on the same model, batch,
@@ -36,12 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from codeloop.config import TrainConfig  # noqa: E402
-from codeloop.generator import generate_tasks  # noqa: E402
-from codeloop.grpo import grpo_loss, token_logps  # noqa: E402
-from codeloop.policy import Policy, train_tokenizer  # noqa: E402
-from codeloop.prompts import task_prompt  # noqa: E402
+from codeloop.data.generator import generate_tasks  # noqa: E402
+from codeloop.policy.model import Policy, train_tokenizer  # noqa: E402
+from codeloop.policy.prompts import task_prompt  # noqa: E402
 from codeloop.schema import Trajectory, TrajectoryMetadata  # noqa: E402
-from codeloop.trainer import GRPOUpdater, prepare_batch  # noqa: E402
+from codeloop.train.grpo import grpo_loss, token_logps  # noqa: E402
+from codeloop.train.trainer import GRPOUpdater, prepare_batch  # noqa: E402
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 

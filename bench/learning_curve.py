@@ -3,11 +3,11 @@
 Run: ``.venv/bin/python bench/learning_curve.py [--iterations 6] [--out metrics/learning_curve.csv]``
 
 Everything is the library the stages call, in process: synthetic tasks
-(``codeloop.generator``), the embedded tiny GPT-2 with its SFT warm start
-(``codeloop.policy`` + ``codeloop.sft``), ``codeloop.rollout.run_rollout`` on the real
+(``codeloop.data.generator``), the embedded tiny GPT-2 with its SFT warm start
+(``codeloop.policy.model`` + ``codeloop.policy.sft``), ``codeloop.rollout.episodes.run_rollout`` on the real
 sandbox, ``codeloop.rewards.score_trajectories`` (params ``reward.version``),
-``codeloop.trainer.train_grpo`` (params ``train``; each iteration loads the previous
-candidate, as the nightly loop does) and ``codeloop.evaluation.evaluate_sets`` on a
+``codeloop.train.trainer.train_grpo`` (params ``train``; each iteration loads the previous
+candidate, as the nightly loop does) and ``codeloop.evaluate.metrics.evaluate_sets`` on a
 held-out synthetic split never trained on. Per iteration it writes one row: mean train
 reward of that iteration's rollouts, held-out pass@1, and the trainer's kl / clip /
 frac_reward_zero_std, as a CSV that DVC can plot (``dvc plots show <csv> -x iteration
@@ -45,14 +45,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from codeloop.config import load_params  # noqa: E402
-from codeloop.evaluation import evaluate_sets  # noqa: E402
-from codeloop.generator import generate_tasks  # noqa: E402
-from codeloop.policy import Policy, build_embedded  # noqa: E402
+from codeloop.data.generator import generate_tasks  # noqa: E402
+from codeloop.evaluate.metrics import evaluate_sets  # noqa: E402
+from codeloop.policy.model import Policy, build_embedded  # noqa: E402
+from codeloop.policy.sft import run_sft  # noqa: E402
 from codeloop.rewards import score_trajectories  # noqa: E402
-from codeloop.rollout import run_rollout  # noqa: E402
+from codeloop.rollout.episodes import run_rollout  # noqa: E402
 from codeloop.sandbox import make_executor  # noqa: E402
-from codeloop.sft import run_sft  # noqa: E402
-from codeloop.trainer import train_grpo  # noqa: E402
+from codeloop.train.trainer import train_grpo  # noqa: E402
 
 FIELDS = (
     "iteration", "train_reward_mean", "train_reward_se", "train_pass_rate", "train_revise_fix_rate",

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from codeloop.config import SandboxConfig  # noqa: E402
-from codeloop.generator import generate_tasks  # noqa: E402
+from codeloop.data.generator import generate_tasks  # noqa: E402
 from codeloop.rewards import score_trajectories  # noqa: E402
 from codeloop.rewards.critic import mutants  # noqa: E402
 from codeloop.rewards.summary import zero_std_group_fraction  # noqa: E402

@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from codeloop import prompts as P  # noqa: E402
 from codeloop.config import PolicyInitConfig  # noqa: E402
-from codeloop.generator import generate_tasks  # noqa: E402
-from codeloop.policy import build_embedded, set_threads  # noqa: E402
+from codeloop.data.generator import generate_tasks  # noqa: E402
+from codeloop.policy import prompts as P  # noqa: E402
+from codeloop.policy.model import build_embedded, set_threads  # noqa: E402
 
 
 def _hf_sample(policy, ids: list[list[int]], new: int) -> int:

@@ -3,7 +3,7 @@
 Run: ``python bench/runners.py [--tasks 16] [--samples 4] [--chunks 4] [--repeat 1]``
 
 The same run four times — same tiny embedded policy, same synthetic tasks, same seed,
-same chunking — through ``codeloop.scaleout.rollout_and_score`` (codeloop.rollout.run_rollout
+same chunking — through ``codeloop.rollout.scaleout.fan_out_rollout`` (codeloop.rollout.episodes.run_rollout
 then codeloop.rewards.score_trajectories v1 on the real sandbox, per chunk) on: one
 thread (the baseline), two threads of this process (generation no longer serialised:
 rows sample from their own generators), a Dask LocalCluster of 1 worker process, and
@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -34,9 +35,10 @@ from codeloop.config import (  # noqa: E402
     RunnerConfig,
     SandboxConfig,
 )
-from codeloop.generator import generate_tasks  # noqa: E402
-from codeloop.runners import fan_out  # noqa: E402
-from codeloop.scaleout import rollout_and_score  # noqa: E402
+from codeloop.data.generator import generate_tasks  # noqa: E402
+from codeloop.rewards.fanout import score_rows  # noqa: E402
+from codeloop.rollout.runners import fan_out  # noqa: E402
+from codeloop.rollout.scaleout import fan_out_rollout  # noqa: E402
 
 
 def _rows(trajs) -> list:
@@ -56,7 +58,7 @@ def _warm(policy_dir: str) -> int:
     ~10 s of a cold Dask worker's first chunk on a loaded 2-core machine.)
     """
     import codeloop.rewards  # noqa: F401
-    from codeloop.policy import Policy
+    from codeloop.policy.model import Policy
 
     Policy.load(policy_dir)
     return 0
@@ -72,7 +74,7 @@ def main() -> int:
     args = ap.parse_args()
     logging.getLogger("distributed").setLevel(logging.ERROR)
 
-    from codeloop.policy import build_embedded
+    from codeloop.policy.model import build_embedded
 
     tasks = generate_tasks(args.tasks, seed=11, max_depth=2)
     pcfg = PolicyInitConfig(vocab_size=512, n_layer=2, n_head=2, n_embd=64, n_positions=512)
@@ -92,12 +94,12 @@ def main() -> int:
         best, rows = float("inf"), None
         for _ in range(args.repeat):
             t0 = time.perf_counter()
-            trajs = rollout_and_score(
+            trajs = fan_out_rollout(
                 tasks,
                 policy_dir,
                 rollout=rollout,
                 sandbox=SandboxConfig(),
-                reward=RewardConfig(version="v1"),
+                score=partial(score_rows, reward=RewardConfig(version="v1")),
                 runner=runner,
                 dataset_version="bench",
                 n_chunks=args.chunks,

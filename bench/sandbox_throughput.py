@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from codeloop.config import SandboxConfig  # noqa: E402
-from codeloop.loaders import load_humaneval, load_mbpp  # noqa: E402
+from codeloop.data.loaders import load_humaneval, load_mbpp  # noqa: E402
 from codeloop.sandbox import ExecJob, make_executor  # noqa: E402
 from codeloop.sandbox.split import plan_test  # noqa: E402
 

@@ -10,6 +10,7 @@ import sys
 # pay for torch when it never needs it.
 COMMANDS = {
     "params": "params",
+    "dvc-deps": "dvc_deps",
     "exec": "exec_cmd",
     "clean": "clean",
     "replay": "replay",

@@ -176,3 +176,10 @@ def iter_trajectories(path: str | os.PathLike) -> Iterator[Trajectory]:
 
 def read_trajectories(path: str | os.PathLike) -> list[Trajectory]:
     return list(iter_trajectories(path))
+
+
+def read_with_tasks(
+    traj_dir: str | os.PathLike, tasks_path: str | os.PathLike
+) -> tuple[list[Trajectory], dict[str, Task]]:
+    """Trajectories under traj_dir and the tasks they refer to, by task_id."""
+    return read_trajectories(traj_dir), {t.task_id: t for t in read_tasks(tasks_path)}

@@ -1,7 +1,7 @@
 """Canonical records shared by every stage: tasks and trajectories.
 
 A task is what the clean stage writes and everyone else reads; a trajectory is one
-episode of the agent on one task (DESIGN.md, "Trajectory"). Both are plain dataclasses
+episode of the agent on one task (docs/design.md, "Trajectory"). Both are plain dataclasses
 so the library stays usable from a notebook; `codeloop.io` turns them into Parquet rows.
 """
 

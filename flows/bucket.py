@@ -1,10 +1,8 @@
-"""Stage `bucket`: difficulty buckets and the iteration's sampling plan.
+"""Stage `bucket`: difficulty buckets and the iteration's sampling plan -> data/buckets.
 
-Run: ``python -m flows.bucket`` (reads ./params.yaml; no Prefect server needed).
-
-Reads ``bucket.*``, ``rollout.iteration`` (curriculum position), data/clean/tasks.parquet
-and history/pass_rates.json (empirical pass rates, may be ``{}`` or absent). Writes
-data/buckets/{tasks.parquet, plan.json} and metrics/bucket.json.
+Run: ``python -m flows.bucket`` (reads ./params.yaml; no Prefect server needed). The
+stage itself is codeloop.stages.bucket.run; this module only runs it as a Prefect flow,
+each step a Prefect task (tasks/steps.py).
 """
 
 from __future__ import annotations
@@ -15,21 +13,16 @@ from typing import Any
 from prefect import flow
 
 from codeloop.config import load_params
-from tasks.data import bucket_tasks
+from codeloop.paths import Paths
+from codeloop.stages import bucket as stage
+from tasks.steps import as_task, stage_logs
 
 
 @flow(name="bucket")
 def bucket(params_path: str = "params.yaml", root: str = ".") -> dict[str, Any]:
-    """Run the bucket stage under ``root``; returns the plan."""
-    base = Path(root)
-    params = load_params(base / params_path)
-    return bucket_tasks(
-        params,
-        str(base / "data/clean/tasks.parquet"),
-        str(base / "data/buckets"),
-        str(base / "history/pass_rates.json"),
-        str(base / "metrics/bucket.json"),
-    )
+    """Run the bucket stage under ``root``; returns its metrics."""
+    with stage_logs():
+        return stage.run(load_params(Path(root) / params_path), Paths(Path(root)), step=as_task)
 
 
 if __name__ == "__main__":

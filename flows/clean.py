@@ -1,10 +1,8 @@
 """Stage `clean`: raw sources -> data/clean (tasks, frozen sets, quarantine, report, manifest).
 
-Run: ``python -m flows.clean`` (reads ./params.yaml; no Prefect server needed).
-
-Reads ``clean.*`` (sources, frozen sets, thresholds) and ``sandbox.*`` (reference
-verification). Writes data/clean/{tasks.parquet, frozen/<set>.parquet, quarantine.jsonl,
-report.json, manifest.json} and metrics/clean.json, and a ``data-report`` table artifact.
+Run: ``python -m flows.clean`` (reads ./params.yaml; no Prefect server needed). The
+stage itself is codeloop.stages.clean.run; this module only runs it as a Prefect flow,
+each step a Prefect task (tasks/steps.py).
 """
 
 from __future__ import annotations
@@ -15,19 +13,16 @@ from typing import Any
 from prefect import flow
 
 from codeloop.config import load_params
-from tasks.data import clean_sources, publish_data_report
+from codeloop.paths import Paths
+from codeloop.stages import clean as stage
+from tasks.steps import as_task, stage_logs
 
 
 @flow(name="clean")
 def clean(params_path: str = "params.yaml", root: str = ".") -> dict[str, Any]:
-    """Run the clean stage under ``root``; returns the report."""
-    base = Path(root)
-    params = load_params(base / params_path)
-    report = clean_sources(params, str(base / "data/clean"), str(base / "metrics/clean.json"))
-    publish_data_report(report)
-    if not report["balanced"]:
-        raise RuntimeError("clean: accounting does not balance; see data/clean/report.json")
-    return report
+    """Run the clean stage under ``root``; returns its metrics."""
+    with stage_logs():
+        return stage.run(load_params(Path(root) / params_path), Paths(Path(root)), step=as_task)
 
 
 if __name__ == "__main__":

@@ -35,17 +35,14 @@ from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from codeloop.config import load_params
-from codeloop.gate import decide, hacking_alarms, promote, set_param
-from codeloop.history import (
-    ITERATIONS_CSV,
-    make_row,
-    pass_rates_from_trajectories,
-    read_iterations,
-    tag_for,
-)
+from codeloop.evaluate.gate import promote, set_param
+from codeloop.evaluate.history import pass_rates_from_trajectories, read_iterations, tag_for
 from codeloop.io import read_json, read_trajectories, write_json
-from codeloop.rollback import dvc, git, require_clean, workspace_lock
-from tasks.ops import dvc_pull, dvc_push, publish_gate_artifacts, repro_stage
+from codeloop.ops.rollback import dvc, git, require_clean, workspace_lock
+from codeloop.paths import Paths
+from codeloop.stages import evaluate as evaluate_stage
+from tasks.ops import dvc_pull, dvc_push, repro_stage
+from tasks.steps import as_task, stage_logs
 
 PIPELINE = (
     "clean", "policy_init", "sft", "bucket", "rollout", "score", "critic", "train", "evaluate"
@@ -105,7 +102,7 @@ def next_night(repo: Path) -> int | None:
         return None
     state = repo / NIGHTS_STATE
     tried = int(read_json(state).get("last_rollout_iteration", 0)) if state.exists() else 0
-    last = read_iterations(repo / ITERATIONS_CSV)
+    last = read_iterations(Paths(repo).iterations_csv)
     promoted = int(last[-1]["iteration"]) if last else 0
     return max(int(rollout["iteration"]), tried, promoted) + 1
 
@@ -124,37 +121,21 @@ def bump_iteration(repo: str) -> int | None:
     return night
 
 
-@task(name="gate")
 def gate(repo: str) -> dict[str, Any]:
-    """Recompute the gate from metrics/eval.json and history (same pure function)."""
-    base = Path(repo)
-    params = load_params(base / "params.yaml")
-    ev = read_json(base / "metrics/eval.json")
-    score = read_json(base / "metrics/score.json") if (base / "metrics/score.json").exists() else {}
-    manifest_path = base / "data/clean/manifest.json"
-    manifest = read_json(manifest_path) if manifest_path.exists() else {}
-    history = read_iterations(base / ITERATIONS_CSV)
-    row = make_row(
-        int(ev["iteration"]),
-        model_version=str(ev.get("model_version", "")),
-        dataset_version=str(manifest.get("dataset_version", "")),
-        reward_fn_version=params.reward.version,
-        eval_metrics=ev,
-        score_metrics=score,
-    )
-    alarms = hacking_alarms(history, row)
-    decision = decide(ev, history[-1] if history else None, params.evaluate.gate_tolerance, alarms)
-    get_run_logger().info("%s", decision.summary())
-    publish_gate_artifacts(decision.to_dict(), alarms)
-    return {"decision": decision.to_dict(), "row": row}
+    """Recompute the gate from metrics/eval.json and history: the evaluate stage's own
+    ``gate`` (one copy), run as the task ``gate`` with its artifacts."""
+    paths = Paths(Path(repo))
+    params = load_params(paths.root / "params.yaml")
+    ev = read_json(paths.metrics("evaluate"))
+    with stage_logs():
+        return as_task(evaluate_stage.gate, params, paths, ev, int(ev["iteration"]))
 
 
 @task(name="promote")
 def promote_task(repo: str, row: dict[str, Any]) -> list[str]:
-    base = Path(repo)
-    trajs = base / "data/trajectories"
+    trajs = Paths(Path(repo)).trajectories_dir
     rates = pass_rates_from_trajectories(read_trajectories(trajs)) if trajs.exists() else {}
-    return promote(base, int(row["iteration"]), row, rates)
+    return promote(Path(repo), int(row["iteration"]), row, rates)
 
 
 @task(name="commit-and-tag")

@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# Install, lint, and run the whole test suite (slow and docker tests included where an engine runs).
+# Install, lint, and run the test suite (slow and docker tests included where an engine runs).
+#   bash scripts/test.sh            everything (CI)
+#   bash scripts/test.sh --fast     the fast lane: everything but the @pytest.mark.slow
+#                                   end-to-end tests (full repro, nightly, torchrun, load)
+# Further arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 ruff check .
-pytest -q "$@"
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  pytest -q -m "not slow" "$@"
+else
+  pytest -q "$@"
+fi

@@ -6,7 +6,7 @@ Two stages stand in for the ML: ``train`` writes models/candidate/weights.txt as
 ``evaluate`` writes metrics/eval.json in the shape flows/evaluate.py writes, with
 pass@1 = toy.score / 100 and model_version derived from the candidate. With
 ``CODELOOP_TOY_ARTIFACTS=1`` in its environment the evaluate stage also publishes the
-evaluate flow's keyed artifacts through tasks.ops (needs a Prefect API and the repo on
+evaluate flow's keyed artifacts through tasks.artifacts (needs a Prefect API and the repo on
 PYTHONPATH), as the real stage does.
 """
 
@@ -50,7 +50,7 @@ EVAL_STAGE = textwrap.dedent(
     json.dump(ev, open("metrics/eval.json", "w"))
     if os.environ.get("CODELOOP_TOY_ARTIFACTS") == "1":
         from prefect import flow
-        from tasks.ops import publish_eval_artifacts
+        from tasks.artifacts import publish_eval_artifacts
 
         @flow(name="evaluate")
         def evaluate():

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from codeloop.loaders import load_apps, load_canonical, load_humaneval, load_mbpp
+from codeloop.data.loaders import load_apps, load_canonical, load_humaneval, load_mbpp
 
 MBPP = {
     "task_id": 1,

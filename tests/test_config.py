@@ -8,6 +8,20 @@ import yaml
 from codeloop.config import ConfigError, field_docs, load_params, parse_params
 
 
+def test_an_empty_params_file_gives_the_shipped_params(repo_root, tmp_path):
+    # One source of defaults: the models' defaults are what params.yaml ships, so bench/,
+    # parse_params({}) and `dvc repro` run the same setup.
+    empty = tmp_path / "params.yaml"
+    empty.write_text("")
+    assert load_params(empty) == load_params(repo_root / "params.yaml")
+
+
+def test_an_unknown_reward_version_names_the_key_and_the_known_ones():
+    with pytest.raises(ConfigError) as err:
+        parse_params({"reward": {"version": "v9"}})
+    assert "reward.version" in str(err.value) and "v2-critic" in str(err.value)
+
+
 def test_the_repository_params_file_is_valid(repo_root):
     params = load_params(repo_root / "params.yaml")
     assert params.rollout.samples_per_task >= 1

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from codeloop.history import read_iterations
-from codeloop.rollback import WorkspaceError, workspace_lock
+from codeloop.evaluate.history import read_iterations
+from codeloop.ops.rollback import WorkspaceError, workspace_lock
+from codeloop.paths import Paths
 from tests._toy_pipeline import git, make_toy_repo, set_toy
 
 pytestmark = pytest.mark.slow
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.slow
 
 def _snapshot(repo: Path, out=None, error=None) -> dict:
     params = yaml.safe_load((repo / "params.yaml").read_text())
-    weights = repo / "models/candidate/weights.txt"
+    weights = Paths(repo).candidate_model / "weights.txt"
     return {
         "out": out,
         "error": error,
@@ -91,7 +92,7 @@ def test_a_passing_night_points_the_checkpoint_at_the_promoted_model(nights):
 
 
 def test_a_passing_night_appends_its_metrics_to_history(nights):
-    rows = read_iterations(nights["repo"] / "history/iterations.csv")
+    rows = read_iterations(Paths(nights["repo"]).iterations_csv)
     assert [r["pass_at_1"] for r in rows] == [{"heldout": 0.5}]
 
 

@@ -17,10 +17,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.ops import ARTIFACT_KEYS
+from tasks.artifacts import ARTIFACT_KEYS
+from tests._prefect_api import base_name as _base
+from tests._prefect_api import post as _post
 from tests._prefect_server import local_prefect_server
-from tests.test_ops_prefect_server import _base, _post
-from tests.test_pipeline_e2e import TINY, _copy_repo, _git, _merge
+from tests._tiny_repo import TINY
+from tests._tiny_repo import copy_repo as _copy_repo
+from tests._tiny_repo import git as _git
+from tests._tiny_repo import merge as _merge
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]

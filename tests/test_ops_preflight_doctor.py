@@ -8,9 +8,10 @@ import pytest
 import yaml
 
 from codeloop.config import Params
-from codeloop.doctor import code_lengths, consistency, reward_distribution
 from codeloop.io import write_json, write_tasks, write_trajectories
-from codeloop.preflight import run_preflight
+from codeloop.ops.doctor import code_lengths, consistency, reward_distribution
+from codeloop.ops.preflight import run_preflight
+from codeloop.paths import Paths
 from codeloop.schema import Action, Observation, Task, Trajectory, TrajectoryMetadata
 
 
@@ -54,12 +55,12 @@ def _traj(
 
 @pytest.fixture()
 def good_root(tmp_path: Path) -> Path:
-    write_tasks(tmp_path / "data/clean/tasks.parquet", [_task(i) for i in range(4)])
-    write_tasks(tmp_path / "data/clean/frozen/heldout.parquet", [_task(i, "h") for i in range(2)])
-    write_json(tmp_path / "data/clean/report.json", {"kept": 4, "dropped_duplicates": 1})
-    write_trajectories(tmp_path / "data/trajectories", [_traj(i, i / 4) for i in range(4)])
-    (tmp_path / "models/init").mkdir(parents=True)
-    (tmp_path / "models/init/model_version.txt").write_text("mv1\n")
+    write_tasks(Paths(tmp_path).clean_tasks, [_task(i) for i in range(4)])
+    write_tasks(Paths(tmp_path).frozen_dir / "heldout.parquet", [_task(i, "h") for i in range(2)])
+    write_json(Paths(tmp_path).clean_report, {"kept": 4, "dropped_duplicates": 1})
+    write_trajectories(Paths(tmp_path).trajectories_dir, [_traj(i, i / 4) for i in range(4)])
+    (Paths(tmp_path).init_model).mkdir(parents=True)
+    (Paths(tmp_path).init_model / "model_version.txt").write_text("mv1\n")
     dvc = {"stages": {"evaluate": {"cmd": "x", "metrics": [{"metrics/eval.json": {}}]}}}
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump(dvc))
     return tmp_path
@@ -78,13 +79,13 @@ def test_preflight_fails_on_an_empty_workspace_naming_what_is_missing(tmp_path):
 
 
 def test_preflight_fails_when_a_frozen_task_leaked_into_training(good_root):
-    write_tasks(good_root / "data/clean/frozen/heldout.parquet", [_task(0)])
+    write_tasks(Paths(good_root).frozen_dir / "heldout.parquet", [_task(0)])
     report = run_preflight(Params(), str(good_root), run_golden=False)
     assert any("dedupe" in c.name and "t0" in c.reason for c in report.failures)
 
 
 def test_preflight_fails_on_trajectories_from_another_model_version(good_root):
-    (good_root / "models/init/model_version.txt").write_text("mv2\n")
+    (Paths(good_root).init_model / "model_version.txt").write_text("mv2\n")
     report = run_preflight(Params(), str(good_root), run_golden=False)
     assert any("model version" in c.name for c in report.failures)
 

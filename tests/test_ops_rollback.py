@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from codeloop.rollback import WorkspaceError, find_commit, rollback
+from codeloop.ops.rollback import WorkspaceError, find_commit, rollback
 
 
 def _git(repo: Path, *args: str) -> str:

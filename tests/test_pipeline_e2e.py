@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -18,41 +17,14 @@ import pytest
 import yaml
 
 from codeloop.io import read_trajectories
+from codeloop.paths import Paths
 from codeloop.schema import Trajectory
+from tests._tiny_repo import TINY
+from tests._tiny_repo import copy_repo as _copy_repo
+from tests._tiny_repo import git as _git
+from tests._tiny_repo import merge as _merge
 
 pytestmark = pytest.mark.slow
-
-TINY = {
-    "policy_init": {
-        "vocab_size": 400,
-        "n_layer": 1,
-        "n_head": 2,
-        "n_embd": 32,
-        "n_positions": 512,
-    },
-    "sft": {"steps": 10, "batch_size": 8, "max_len": 256},
-    "clean": {
-        "sources": [{"kind": "synthetic", "n": 40, "seed": 1, "max_depth": 2}],
-        "verify_runs": 1,
-    },
-    "bucket": {"tasks_per_iteration": 6},
-    "rollout": {"samples_per_task": 3, "max_steps": 2, "max_new_tokens": 24, "batch_size": 16},
-    "train": {"steps": 1, "micro_batch_size": 4, "grad_accum": 1},
-    "evaluate": {"max_tasks_per_set": 4, "max_new_tokens": 24},
-}
-
-
-def _merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for key, val in over.items():
-        out[key] = _merge(base.get(key, {}), val) if isinstance(val, dict) else val
-    return out
-
-
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
-    ).stdout
 
 
 def _dvc(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -76,16 +48,6 @@ def _dvc(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     return proc
 
 
-def _copy_repo(src: Path, dst: Path) -> None:
-    """Copy tracked and untracked-but-not-ignored files: what a fresh clone would hold."""
-    listed = _git(src, "ls-files", "-co", "--exclude-standard", "-z").split("\0")
-    for rel in filter(None, listed):
-        if not (src / rel).is_file():
-            continue
-        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src / rel, dst / rel)
-
-
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory, repo_root, prefect_harness):
     work = tmp_path_factory.mktemp("repo")
@@ -100,24 +62,25 @@ def pipeline(tmp_path_factory, repo_root, prefect_harness):
 
 
 def _trajectories(work: Path) -> list[Trajectory]:
-    return read_trajectories(work / "data" / "trajectories")
+    return read_trajectories(Paths(work).trajectories_dir)
 
 
 def test_a_full_repro_writes_every_stage_output(pipeline):
     work, _ = pipeline
-    for rel in (
-        "data/clean/tasks.parquet",
-        "data/clean/manifest.json",
-        "data/clean/quarantine.jsonl",
-        "models/init/model_version.txt",
-        "data/buckets/plan.json",
-        "data/trajectories/trajectories.jsonl",
-        "models/candidate/model_version.txt",
-        "models/critic/critic.json",
-        "metrics/critic.json",
-        "metrics/eval.json",
+    paths = Paths(work)
+    for path in (
+        paths.clean_tasks,
+        paths.manifest,
+        paths.clean_dir / "quarantine.jsonl",
+        paths.init_model / "model_version.txt",
+        paths.plan,
+        paths.trajectories_dir / "trajectories.jsonl",
+        paths.candidate_model / "model_version.txt",
+        paths.critic_model / "critic.json",
+        paths.metrics("critic"),
+        paths.metrics("evaluate"),
     ):
-        assert (work / rel).exists(), rel
+        assert path.exists(), path
 
 
 def test_every_trajectory_field_is_filled(pipeline):
@@ -144,7 +107,7 @@ def test_each_prompt_key_holds_exactly_samples_per_task_episodes(pipeline):
 
 def test_trajectories_carry_the_dataset_version_of_the_manifest(pipeline):
     work, _ = pipeline
-    version = json.loads((work / "data/clean/manifest.json").read_text())["dataset_version"]
+    version = json.loads((Paths(work).manifest).read_text())["dataset_version"]
     assert {t.metadata.dataset_version for t in _trajectories(work)} == {version}
 
 

@@ -8,15 +8,15 @@ import types
 
 import pytest
 
-from codeloop import prompts as P
 from codeloop.config import Params, PolicyInitConfig, RolloutConfig, SandboxConfig
-from codeloop.generator import generate_tasks
+from codeloop.data.generator import generate_tasks
 from codeloop.io import read_trajectories, write_trajectories
-from codeloop.policy import build_embedded
-from codeloop.rollout import rollout_metrics, run_rollout
+from codeloop.policy import prompts as P
+from codeloop.policy.model import build_embedded
+from codeloop.policy.sft import run_sft
+from codeloop.rollout.episodes import rollout_metrics, run_rollout
 from codeloop.sandbox import make_executor
 from codeloop.sandbox.base import SandboxError
-from codeloop.sft import run_sft
 
 CFG = RolloutConfig(samples_per_task=3, max_steps=2, temperature=0.05, max_new_tokens=48)
 
@@ -158,8 +158,8 @@ def test_sandbox_failure_marks_infra_error_and_keeps_the_group_whole(policy, tas
 def test_the_trainer_recomputes_the_sampler_logprobs_of_a_real_rollout(trajs, policy):
     import torch
 
-    from codeloop.grpo import token_logps
-    from codeloop.trainer import collate
+    from codeloop.train.grpo import token_logps
+    from codeloop.train.trainer import collate
 
     # Left-padded batched sampling vs the trainer's right-padded forward over the same
     # ids, including multi-turn rows with feedback in between: the ratio starts at 1.

@@ -9,7 +9,7 @@ import pytest
 
 from codeloop.cli import main
 
-MBPP = Path("/work/shared/data/mbpp.jsonl")
+MBPP = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp.jsonl"  # ../shared
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -57,9 +58,9 @@ def test_correct_programs_all_pass_while_cpu_burners_run(cpu_burners):
 
 
 def test_mbpp_references_all_pass_while_cpu_burners_run(cpu_burners):
-    from codeloop.loaders import load_mbpp
+    from codeloop.data.loaders import load_mbpp
 
-    path = "/work/shared/data/mbpp.jsonl"
+    path = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp.jsonl")  # ../shared
     if not os.path.exists(path):
         pytest.skip(f"{path} not present")
     # every 20th task (mbpp/123 is left out: 4.5 s of CPU, too near the 5 s budget)

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from codeloop.cli import main
 from codeloop.config import Params, SandboxConfig, SealProperty
-from codeloop.preflight import run_preflight
+from codeloop.ops.preflight import run_preflight
 from codeloop.sandbox import ExecJob, SandboxError, make_executor, require_met
 from codeloop.sandbox import local as local_backend
 from codeloop.sandbox.docker_backend import skip_without_docker_engine

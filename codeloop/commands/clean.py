@@ -3,7 +3,7 @@
     codeloop clean --source KIND:PATH [--source ...] --out DIR [--params params.yaml]
                    [--frozen KIND[:PATH] ...] [--verify-runs N] [--backend local|subprocess]
 
-KIND is one of codeloop.loaders.KINDS (``auto`` detects the format from the fields).
+KIND is one of codeloop.data.loaders.KINDS (``auto`` detects the format from the fields).
 Writes DIR/tasks.parquet, DIR/frozen/<set>.parquet, DIR/quarantine.jsonl,
 DIR/report.json and DIR/manifest.json with the same code the dvc stage runs; thresholds
 and the rest come from the params file's ``clean`` section when it exists. Exit 0 when
@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 from codeloop.config import ConfigError, Params, SourceSpec, load_params
+from codeloop.data.validate import SourceError
 from codeloop.sandbox.base import SandboxError
-from codeloop.validate import SourceError
 
 HELP = "Clean task sources into a versioned, deduplicated, leak-free task set."
 
@@ -62,7 +62,7 @@ def _params(args) -> Params:
 
 
 def run(args) -> int:
-    from codeloop.clean import run_clean
+    from codeloop.data.curate import curate as run_clean
 
     try:
         params = _params(args)

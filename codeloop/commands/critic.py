@@ -25,7 +25,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from codeloop.config import ConfigError, load_params
     from codeloop.io import read_tasks, read_trajectories
-    from codeloop.rewards.critic import train_from_config
+    from codeloop.rewards.critic import fit_critic as train_from_config
 
     try:
         cfg = load_params(args.params).critic

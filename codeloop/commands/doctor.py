@@ -16,7 +16,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from codeloop.doctor import render, run_doctor
+    from codeloop.ops.doctor import render, run_doctor
 
     try:
         params = load_params(args.params)

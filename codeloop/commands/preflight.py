@@ -16,7 +16,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from codeloop.preflight import run_preflight
+    from codeloop.ops.preflight import run_preflight
 
     try:
         params = load_params(args.params)

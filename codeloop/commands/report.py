@@ -14,7 +14,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from codeloop.history import HistoryError
+    from codeloop.evaluate.history import HistoryError
     from codeloop.ops.report import build_report, render
 
     try:

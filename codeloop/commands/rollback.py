@@ -19,7 +19,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from codeloop.rollback import WorkspaceError, find_commit, rollback
+    from codeloop.ops.rollback import WorkspaceError, find_commit, rollback
 
     try:
         commit = find_commit(

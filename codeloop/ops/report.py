@@ -12,19 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from codeloop.history import ITERATIONS_CSV, make_row, read_iterations
+from codeloop.evaluate.history import ITERATIONS_CSV, make_row, read_iterations
+from codeloop.paths import METRICS_DIR, METRICS_FILES
 
-# stage -> its metrics file (policy_init writes none)
-METRICS = {
-    "clean": "metrics/clean.json",
-    "sft": "metrics/sft.json",
-    "bucket": "metrics/bucket.json",
-    "rollout": "metrics/rollout.json",
-    "score": "metrics/score.json",
-    "critic": "metrics/critic.json",
-    "train": "metrics/train.json",
-    "evaluate": "metrics/eval.json",
-}
+# stage -> its metrics file (policy_init writes none), from the one paths module
+METRICS = {stage: f"{METRICS_DIR}/{name}" for stage, name in METRICS_FILES.items()}
 # history row fields compared with the last promoted iteration, as (field, label)
 COMPARED = (
     ("pass_at_1_mean", "frozen pass@1 (mean over sets)"),

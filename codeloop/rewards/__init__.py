@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from codeloop.rewards.judge import Judge, JudgeError
+from codeloop.rewards.llm_judge import Judge, JudgeError
 from codeloop.rewards.registry import (
     REGISTRY,
     Composition,

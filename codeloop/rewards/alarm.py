@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-# Canonical key, then the aliases other writers use (codeloop.history names the mean
+# Canonical key, then the aliases other writers use (codeloop.evaluate.history names the mean
 # reward train_reward_mean; metrics/score.json names it mean_reward).
 KEYS = {
     "mean_reward": ("mean_reward", "train_reward_mean", "reward_mean"),

@@ -251,7 +251,7 @@ def skipped_reasons(trajs: list[Trajectory], tasks_by_id: dict[str, Task]) -> di
     return out
 
 
-def train_from_config(
+def fit_critic(
     trajs: list[Trajectory], tasks_by_id: dict[str, Task], cfg, holdout_fraction=None
 ) -> tuple[Critic, dict]:
     """The critic stage and `codeloop critic`: fit with params' ``critic`` section (a

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from codeloop.config import RewardConfig
 from codeloop.rewards.critic import Critic
-from codeloop.rewards.judge import make_judge
+from codeloop.rewards.llm_judge import make_judge
 from codeloop.rewards.registry import get_composition
 
 

@@ -2,7 +2,7 @@
 
 A composition maps one episode's evidence (task, final code, the VISIBLE-test sandbox
 result, the actions) to a scalar reward, its named components and per-step rewards.
-A *released* composition is immutable: tests/test_rewards_golden.py pins its outputs on
+A *released* composition is immutable: tests/test_score_golden.py pins its outputs on
 fixed inputs, so changing its behaviour means registering a new version. Hidden tests are
 not an input of any composition: they are diagnostics only.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from codeloop.config import REWARD_VERSIONS
 from codeloop.rewards import components as C
 from codeloop.rewards.hacks import HACK_FLAGS, hack_flags
 from codeloop.sandbox.base import ExecResult
@@ -155,6 +156,13 @@ REGISTRY: dict[str, Composition] = {
     "v2-critic": Composition("v2-critic", reward_v2_critic, released=False, needs_critic=True),
     "v2-judge": Composition("v2-judge", reward_v2_judge, released=False, needs_judge=True),
 }
+
+# config.py validates reward.version against its own list of names (config may not import
+# this module, which stands on the sandbox); both must name the same compositions.
+if set(REGISTRY) != set(REWARD_VERSIONS):
+    raise ImportError(
+        f"codeloop.config.REWARD_VERSIONS {sorted(REWARD_VERSIONS)} != registered {sorted(REGISTRY)}"
+    )
 
 
 class UnknownRewardVersion(KeyError):

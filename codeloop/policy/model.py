@@ -1,0 +1,399 @@
+"""The policy: an HF causal LM + tokenizer with batched sampling and a content hash.
+
+`init_policy` builds the embedded default (a byte-level BPE tokenizer trained on the
+task corpus and a tiny GPT-2 built from a config) or loads a hub id / local path.
+`Policy.generate` samples n completions per prompt in left-padded batches and returns,
+for every generated token, the sampler log-prob under the *temperature-scaled* raw
+logits: log_softmax(logits / T). That is the distribution the GRPO trainer recomputes
+(as TRL does); top_p and repetition_penalty shape sampling but not these log-probs.
+
+Determinism: every row draws from its own ``torch.Generator`` seeded from (call seed,
+prompt tokens, rank among identical prompts, sample index), never from torch's
+process-global RNG, so a row's sample does not depend on the other rows of its batch,
+on how a caller chunks its prompts, or on which thread or process runs it.
+
+Thread safety of loading: transformers' ``from_pretrained`` patches process-global
+functions while it loads (``PreTrainedModel.tie_weights`` and ``torch.nn.init.*``, via
+``no_tie_weights``/``no_init_weights``) and restores what it saw on entry. Two loads that
+overlap in threads restore each other's patches, leaving ``tie_weights`` a no-op for the
+rest of the process: every later load keeps ``lm_head`` untied on the meta device or
+uninitialised (garbage, NaN). All loads here hold ``_LOAD_LOCK``, and a loaded model is
+checked (no meta tensors, tied embeddings tied) before anyone samples from it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from codeloop.policy import prompts as P
+from codeloop.schema import Task
+
+VERSION_FILE = "model_version.txt"
+# Files whose bytes define a checkpoint (model_version). Other files (README, logs)
+# may sit beside them without changing the version.
+_HASHED_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model", ".jinja")
+_LOAD_LOCK = threading.Lock()  # one from_pretrained at a time per process (see above)
+
+
+class PolicyError(RuntimeError):
+    """Our fault, not the sampled code's: a corrupt checkpoint or non-finite logits."""
+
+
+def set_threads() -> int:
+    """Intra-op threads for torch: ``CODELOOP_THREADS`` if set, else 1.
+
+    Why 1: the embedded model's matmuls are too small to gain from a second thread, and
+    on a 2-core machine shared with sandbox workers or another stage, OpenMP threads
+    spin-wait on each other (measured: an SFT step 0.58 s with 1 thread, 2.2 s with 2
+    under load). Set CODELOOP_THREADS=2 (or more) on idle machines or for hub models.
+    """
+    n = max(1, int(os.environ.get("CODELOOP_THREADS", "1") or 1))
+    torch.set_num_threads(n)
+    return n
+
+
+def checkpoint_hash(path: str | os.PathLike) -> str:
+    """sha256 over the names and bytes of a checkpoint's defining files."""
+    h = hashlib.sha256()
+    root = Path(path)
+    for f in sorted(root.rglob("*")):
+        if not f.is_file() or f.name == VERSION_FILE or f.suffix not in _HASHED_SUFFIXES:
+            continue
+        h.update(str(f.relative_to(root)).encode() + b"\0")
+        h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def check_loaded(model, source: str | os.PathLike) -> None:
+    """Raise PolicyError unless every weight is real and tied embeddings are tied."""
+    meta = [n for n, p in model.named_parameters() if p.is_meta]
+    if meta:
+        raise PolicyError(f"{source}: weights left on the meta device after loading: {meta[:3]}")
+    if getattr(model.config, "tie_word_embeddings", False):
+        out, inp = model.get_output_embeddings(), model.get_input_embeddings()
+        if out is not None and out.weight.data_ptr() != inp.weight.data_ptr():
+            raise PolicyError(
+                f"{source}: output embeddings are not tied to the input embeddings although "
+                "config.tie_word_embeddings is true (was from_pretrained run in two threads?)"
+            )
+
+
+def row_seed(seed: int, prompt_ids: list[int], rank: int, sample: int) -> int:
+    """The seed of one sampled row: a function of its own inputs only."""
+    key = f"{seed}|{rank}|{sample}|" + ",".join(map(str, prompt_ids))
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") >> 1
+
+
+@dataclass
+class Generation:
+    """One sampled completion: decoded text, token ids and per-token sampler log-probs."""
+
+    text: str
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str = "stop"  # stop (EOS/end marker) | length | context (no room left)
+
+
+class Policy:
+    """A causal LM and its tokenizer, loaded from (and saved to) one directory."""
+
+    def __init__(self, model, tokenizer, name: str = "", model_version: str = ""):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name or getattr(model.config, "_name_or_path", "") or "policy"
+        self.model_version = model_version
+        model.eval()  # sampling and its log-probs must not see dropout
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Policy:
+        """Load a saved checkpoint directory (offline; never reaches a hub)."""
+        path = Path(path)
+        if not (path / "config.json").exists():
+            raise FileNotFoundError(f"policy checkpoint not found: {path} (no config.json)")
+        set_threads()
+        with _LOAD_LOCK:  # the lazy transformers import is not thread-safe either
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+        check_loaded(model, path)
+        model.eval()
+        vf = path / VERSION_FILE
+        version = vf.read_text().strip() if vf.exists() else checkpoint_hash(path)
+        name = (
+            (path / "model_name.txt").read_text().strip()
+            if (path / "model_name.txt").exists()
+            else ""
+        )
+        return cls(model, tok, name=name or path.name, model_version=version)
+
+    def save(self, path: str | os.PathLike) -> str:
+        """Save model + tokenizer; returns (and writes) the content-hash model_version."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(path, safe_serialization=True)
+        self.tokenizer.save_pretrained(path)
+        (path / "model_name.txt").write_text(self.name + "\n")
+        self.model_version = checkpoint_hash(path)
+        (path / VERSION_FILE).write_text(self.model_version + "\n")
+        return self.model_version
+
+    @property
+    def max_context(self) -> int:
+        cfg = self.model.config
+        return int(
+            getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", 2048)
+        )
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of text, no BOS/EOS added (templates carry their own markers)."""
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def stop_ids(self) -> list[int]:
+        """EOS plus the end marker where it is a single token (the embedded tokenizer)."""
+        ids = {self.tokenizer.eos_token_id}
+        end = self.encode(P.END)
+        if len(end) == 1:
+            ids.add(end[0])
+        return sorted(i for i in ids if i is not None)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompts: list[str] | list[list[int]],
+        *,
+        n: int = 1,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        repetition_penalty: float = 1.0,
+        max_new_tokens: int = 128,
+        seed: int = 0,
+        batch_size: int = 32,
+    ) -> list[list[Generation]]:
+        """Sample n completions per prompt (text or token ids); result[i][j] is sample j of prompt i.
+
+        Sequences are grouped by length into left-padded batches of `batch_size`.
+        Deterministic for the same inputs, arguments and seed; a row's sample depends
+        only on its own prompt, its rank among identical prompts, j and the seed.
+        """
+        ids = [list(p) if not isinstance(p, str) else self.encode(p) for p in prompts]
+        flat = [i for i in range(len(ids)) for _ in range(n)]
+        seeds = _row_seeds(ids, n, seed)
+        order = sorted(range(len(flat)), key=lambda j: len(ids[flat[j]]))
+        results: list[Generation | None] = [None] * len(flat)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            batch = [ids[flat[j]] for j in chunk]
+            sampler = _RowSampler(
+                [seeds[j] for j in chunk], temperature, top_p, repetition_penalty,
+                f"{self.name} ({self.model_version[:12] or 'unsaved'})",
+            )  # fmt: skip
+            outs = self._generate_batch(batch, sampler, temperature, max_new_tokens)
+            for j, g in zip(chunk, outs, strict=True):
+                results[j] = g
+        grouped: list[list[Generation]] = [[] for _ in ids]
+        for j, g in enumerate(results):
+            grouped[flat[j]].append(g)
+        return grouped
+
+    def _generate_batch(self, batch, sampler, temperature, max_new_tokens):
+        longest = max(len(b) for b in batch)
+        room = min(max_new_tokens, self.max_context - longest)
+        if room <= 0:
+            return [Generation("", finish_reason="context") for _ in batch]
+        from transformers import LogitsProcessorList
+
+        pad = self.tokenizer.pad_token_id
+        input_ids = torch.tensor([[pad] * (longest - len(b)) + b for b in batch])
+        mask = torch.tensor([[0] * (longest - len(b)) + [1] * len(b) for b in batch])
+        stops = self.stop_ids()
+        kw = {}
+        if len(self.encode(P.END)) != 1:  # a hub tokenizer: stop on the marker's text
+            kw = {"stop_strings": [P.END], "tokenizer": self.tokenizer}
+        # Greedy over scores in which _RowSampler has already left one token per row:
+        # HF's own sampling would draw from the process-global RNG.
+        out = self.model.generate(
+            input_ids=input_ids,
+            attention_mask=mask,
+            do_sample=False,
+            logits_processor=LogitsProcessorList([sampler]),
+            max_new_tokens=room,
+            eos_token_id=stops,
+            pad_token_id=pad,
+            return_dict_in_generate=True,
+            output_logits=True,
+            **kw,
+        )
+        seqs = out.sequences[:, longest:]  # (B, T)
+        logits = torch.stack(out.logits, dim=1).float()  # (B, T, V) raw
+        logps = torch.log_softmax(logits / temperature, dim=-1)
+        logps = logps.gather(-1, seqs.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        gens = []
+        for row, lp in zip(seqs.tolist(), logps.tolist(), strict=True):
+            cut = next((k + 1 for k, t in enumerate(row) if t in stops), None)
+            toks = row[:cut] if cut else row
+            reason = "stop" if cut else "length"
+            gens.append(Generation(self.decode(toks), toks, lp[: len(toks)], reason))
+        return gens
+
+
+def _row_seeds(ids: list[list[int]], n: int, seed: int) -> list[int]:
+    """Seeds of the flattened rows (prompt i, sample j): identical prompts get ranks 0, 1, ..."""
+    seen: dict[tuple[int, ...], int] = {}
+    seeds = []
+    for p in ids:
+        rank = seen.get(tuple(p), 0)
+        seen[tuple(p)] = rank + 1
+        seeds += [row_seed(seed, p, rank, j) for j in range(n)]
+    return seeds
+
+
+class _RowSampler:
+    """HF logits processor that samples each row with its own generator.
+
+    Applies repetition penalty, temperature and top-p exactly as HF's sampler does, draws
+    one token per row by inverse CDF from the row's generator, and returns scores that
+    are 0 at the drawn token and -inf elsewhere (the caller decodes greedily).
+    Non-finite logits raise PolicyError: they mean broken weights, never a model-code
+    result, and sampling from them would silently produce garbage.
+    """
+
+    def __init__(self, seeds, temperature, top_p, repetition_penalty, model_desc: str):
+        from transformers import RepetitionPenaltyLogitsProcessor, TopPLogitsWarper
+
+        self.gens = [torch.Generator().manual_seed(s) for s in seeds]
+        self.temperature = temperature
+        self.rep = (
+            RepetitionPenaltyLogitsProcessor(repetition_penalty)
+            if repetition_penalty != 1.0
+            else None
+        )
+        self.top_p = TopPLogitsWarper(top_p) if top_p < 1.0 else None
+        self.model_desc = model_desc
+        self.step = 0
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        scores = scores.float()
+        bad = torch.isnan(scores).any(-1) | torch.isposinf(scores).any(-1)
+        bad |= torch.isneginf(scores).all(-1)
+        if bad.any():
+            raise PolicyError(
+                f"policy {self.model_desc}: non-finite logits at generated token {self.step} "
+                f"for batch rows {bad.nonzero().flatten().tolist()[:8]}; the weights are "
+                "broken (NaN/inf, or untied/uninitialised after a faulty load)"
+            )
+        if self.rep is not None:
+            scores = self.rep(input_ids, scores)
+        scores = scores / self.temperature
+        if self.top_p is not None:
+            scores = self.top_p(input_ids, scores)
+        probs = torch.softmax(scores, dim=-1)
+        cdf = probs.cumsum(-1)
+        u = torch.stack([torch.rand((), generator=g) for g in self.gens]).unsqueeze(-1)
+        picks = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
+        picks = picks.clamp_(max=scores.shape[-1] - 1)
+        self.step += 1
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter_(-1, picks, 0.0)
+
+
+def _corpus(tasks: list[Task]) -> list[str]:
+    docs = []
+    for t in tasks:
+        docs.append(P.task_prompt(t) + P.completion_text(t.reference_solution, P.signature(t)))
+    # Feedback vocabulary, so multi-turn text does not fall apart into bytes.
+    for status in ("failed", "runtime_error", "syntax_error", "timeout", "no_code"):
+        docs.append(P.feedback_text(status, "assert f(1) == 2", "3", "NameError: name 'x'"))
+    return docs
+
+
+def train_tokenizer(tasks: list[Task], vocab_size: int):
+    """A byte-level BPE tokenizer trained on prompts + reference solutions."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(P.SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(tasks), trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=P.END, pad_token=P.PAD, padding_side="left"
+    )
+
+
+def build_embedded(params, tasks: list[Task]) -> Policy:
+    """Tokenizer + a freshly initialised tiny GPT-2 (no network, seconds on CPU)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    cfg = params.policy_init
+    if cfg.n_embd % cfg.n_head:
+        raise ValueError(
+            f"policy_init.n_embd ({cfg.n_embd}) must be divisible by policy_init.n_head ({cfg.n_head})"
+        )
+    if not tasks:
+        raise ValueError("policy_init: no tasks to train the tokenizer on")
+    torch.manual_seed(cfg.seed)
+    tok = train_tokenizer(tasks, cfg.vocab_size)
+    gcfg = GPT2Config(
+        vocab_size=len(tok),
+        n_positions=cfg.n_positions,
+        n_embd=cfg.n_embd,
+        n_layer=cfg.n_layer,
+        n_head=cfg.n_head,
+        bos_token_id=tok.eos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        # No dropout: GRPO ratios compare the trainer's log-probs with the sampler's,
+        # and dropout noise would make them differ even before any update (TRL does the same).
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
+    return Policy(GPT2LMHeadModel(gcfg), tok, name="codeloop-embedded-gpt2")
+
+
+def load_pretrained(name_or_path: str) -> Policy:
+    """A hub id (from the local HF cache; set HF_HUB_OFFLINE=1 offline) or a local path."""
+    try:
+        with _LOAD_LOCK:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(name_or_path)
+            model = AutoModelForCausalLM.from_pretrained(name_or_path)
+    except OSError as exc:
+        raise ValueError(
+            f"policy.model: cannot load {name_or_path!r} (not a local path and not in the HF "
+            f"cache; this machine may be offline): {exc}"
+        ) from None
+    check_loaded(model, name_or_path)
+    return Policy(model, tok, name=name_or_path)
+
+
+def init_policy(params, tasks_path: str | os.PathLike, out_dir: str | os.PathLike) -> str:
+    """Build (embedded) or load (hub id / path) the base policy into out_dir; returns model_version."""
+    from codeloop.io import read_tasks
+
+    set_threads()
+    if params.policy.model == "embedded":
+        policy = build_embedded(params, read_tasks(tasks_path))
+    else:
+        policy = load_pretrained(params.policy.model)
+    return policy.save(out_dir)

@@ -1,0 +1,1 @@
+"""Rollout: multi-turn episodes and their fan-out over runners (stage rollout)."""

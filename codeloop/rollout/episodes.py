@@ -1,0 +1,270 @@
+"""Rollout: sample GRPO groups of multi-turn self-debugging episodes on a set of tasks.
+
+Each task gets `cfg.samples_per_task` episodes sharing one ``prompt_key`` (the GRPO
+group; the group is always complete: timeouts, no-code answers and infra failures are
+rows too). An episode is up to `cfg.max_steps` turns. Turn 1 generates code for the
+task prompt; the code runs against the task's VISIBLE tests only (hidden tests never
+reach the model or its feedback); on failure the model sees the status, the failing
+test, the value its code returned and the error, and revises (turn 2, ...). All
+episodes' generations of one turn are one batched `Policy.generate` call and all their
+runs one `executor.run_many` call.
+
+Token layout of a trajectory (what the GRPO trainer trains on, exactly as sampled):
+
+    token_ids       = prompt | gen_1 | feedback_1 | gen_2 | feedback_2 | ... | gen_k
+    loss_mask       =   0... |  1... |   0...     |  1... |   0...     | ... |  1...
+    sample_logprobs =   0... | lp... |   0...     | lp... |   0...     | ... | lp...
+
+prompt = `prompts.task_prompt(task)` tokens (ends with <|code|>); gen_i are the sampled
+ids including the end marker when the model stopped by itself; feedback_i =
+`prompts.feedback_text(...)` tokens (ends with <|revise|>). Turn i+1 is generated from
+exactly the concatenated ids, never from re-tokenised text, so the trainer's sequence is
+the sampler's. lp are log_softmax(logits / temperature) of the sampled tokens (see
+codeloop.policy.model). Rewards are not computed here: `reward`, `reward_components` and
+`metadata.reward_fn_version` are left for the score stage.
+
+Terminal reasons: all_tests_passed; no_code (nothing code-like extracted); timeout (the
+last run hit the deadline); max_steps (still failing after the last turn, or no room
+left in the context window); infra_error (SandboxError: excluded from training).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from codeloop.policy import prompts as P
+from codeloop.sandbox.base import ExecJob, ExecResult, SandboxError
+from codeloop.schema import Action, Observation, Task, Trajectory, TrajectoryMetadata
+
+
+@dataclass
+class _Episode:
+    task: Task
+    sample: int
+    ids: list[int]
+    mask: list[int]
+    logps: list[float]
+    actions: list[Action] = field(default_factory=list)
+    codes: list[str] = field(default_factory=list)
+    terminal: str = ""
+    infra_error: str = ""
+    exec_ms: float = 0.0
+
+    @property
+    def done(self) -> bool:
+        return bool(self.terminal)
+
+
+def _sha(text: str, n: int = 16) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def prompt_key(task: Task, iteration: int) -> str:
+    """GRPO group key: one per (task, prompt text, iteration)."""
+    return f"{task.task_id}#{_sha(P.task_prompt(task) + P.PROMPT_TEMPLATE_VERSION, 8)}@{iteration}"
+
+
+def observation_from(res: ExecResult) -> Observation:
+    return Observation(
+        stdout=res.stdout,
+        stderr=res.stderr,
+        status=res.status,
+        failing_test=res.failing_test,
+        duration_ms=float(res.duration_ms),
+        tests_passed=int(res.tests_passed),
+        tests_total=int(res.tests_total),
+    )
+
+
+def feedback_for(res: ExecResult, prefix: str = "") -> str:
+    """Feedback text from a failed run on visible tests (status, test, got, error)."""
+    failing = next((t for t in res.test_results if not t.passed), None)
+    got = failing.got if failing else ""
+    error = ""
+    err_type = res.error_type or (failing.error_type if failing else "")
+    err_msg = res.error_message or (failing.message if failing else "")
+    if err_type or err_msg:
+        error = f"{err_type}: {err_msg}".strip(": ")
+    test = res.failing_test or (failing.test if failing else "")
+    return P.feedback_text(res.status, test, got=got, error=error, stderr=res.stderr, prefix=prefix)
+
+
+def _run_jobs(executor, jobs: list[ExecJob]) -> list[ExecResult | SandboxError]:
+    """All jobs of a turn at once; if the batch call fails, isolate the failing job(s)."""
+    try:
+        return list(executor.run_many(jobs))
+    except SandboxError:
+        out: list[ExecResult | SandboxError] = []
+        for job in jobs:
+            try:
+                out.append(executor.run(job))
+            except SandboxError as exc:
+                out.append(exc)
+        return out
+
+
+def _generate_turn(policy, active: list[_Episode], cfg, step: int, iteration: int) -> None:
+    """One batched generation for every active episode; appends tokens and actions."""
+    seed = cfg.seed * 1_000_003 + iteration * 7_919 + step
+    gens = policy.generate(
+        [e.ids for e in active],
+        n=1,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        repetition_penalty=cfg.repetition_penalty,
+        max_new_tokens=cfg.max_new_tokens,
+        seed=seed,
+        batch_size=cfg.batch_size,
+    )
+    for e, (g,) in zip(active, gens, strict=True):
+        e.ids += g.token_ids
+        e.mask += [1] * len(g.token_ids)
+        e.logps += list(g.logprobs)
+        code = P.extract_code(g.text, prefix=P.signature(e.task))
+        e.actions.append(
+            Action(step=step, action_type="generate" if step == 0 else "revise", content=g.text)
+        )
+        e.codes.append(code)
+        if g.finish_reason == "context":
+            e.terminal = "max_steps"  # no room left to answer in the context window
+        elif not code.strip():
+            e.actions[-1].observation = Observation(status="no_code")
+            e.terminal = "no_code"
+
+
+def _judge_turn(policy, executor, active, timeout_s: float, last_turn: bool) -> None:
+    """Run this turn's code on visible tests; end passed episodes, feed back the rest."""
+    todo = [e for e in active if not e.done]
+    jobs = [
+        ExecJob(
+            code=e.codes[-1],
+            tests=list(e.task.visible_tests),
+            setup_code=e.task.setup_code,
+            io_style=e.task.io_style,
+            entry_point=e.task.entry_point,
+            timeout_s=timeout_s,
+        )
+        for e in todo
+    ]
+    results = _run_jobs(executor, jobs) if jobs else []
+    for e, res in zip(todo, results, strict=True):
+        if isinstance(res, SandboxError):
+            e.infra_error = f"SandboxError: {res}"
+            e.terminal = "infra_error"
+            continue
+        e.actions[-1].observation = observation_from(res)
+        e.exec_ms += float(res.duration_ms)
+        if res.passed:
+            e.terminal = "all_tests_passed"
+        elif last_turn:
+            e.terminal = "timeout" if res.status == "timeout" else "max_steps"
+        else:
+            fb = policy.encode(feedback_for(res, P.signature(e.task)))
+            e.ids += fb
+            e.mask += [0] * len(fb)
+            e.logps += [0.0] * len(fb)
+
+
+def _to_trajectory(
+    e: _Episode, policy, cfg, *, timeout_s, dataset_version, iteration
+) -> Trajectory:
+    key = prompt_key(e.task, iteration)
+    codes = [c for c in e.codes if c.strip()]
+    return Trajectory(
+        trajectory_id=_sha(f"{key}|{cfg.seed}|{e.sample}|{policy.model_version}", 24),
+        task_id=e.task.task_id,
+        prompt_key=key,
+        prompt=P.task_prompt(e.task),
+        initial_code=codes[0] if codes else "",
+        actions=e.actions,
+        final_code=codes[-1] if codes else "",
+        done=not e.infra_error,
+        terminal_reason=e.terminal or "max_steps",
+        iteration=iteration,
+        metadata=TrajectoryMetadata(
+            model_name=policy.name,
+            model_version=policy.model_version,
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            repetition_penalty=cfg.repetition_penalty,
+            max_new_tokens=cfg.max_new_tokens,
+            env_timeout=float(timeout_s),
+            execution_time_ms=e.exec_ms,  # sandbox time of all runs of the episode
+            prompt_template_version=P.PROMPT_TEMPLATE_VERSION,
+            dataset_version=dataset_version,
+            reward_fn_version="",
+            seed=cfg.seed,
+        ),
+        token_ids=list(e.ids),
+        loss_mask=list(e.mask),
+        sample_logprobs=[float(x) for x in e.logps],
+        infra_error=e.infra_error,
+    )
+
+
+def run_rollout(
+    tasks: list[Task],
+    policy,
+    executor,
+    cfg,
+    *,
+    timeout_s: float,
+    dataset_version: str,
+    iteration: int,
+) -> list[Trajectory]:
+    """Episodes for `tasks` (any chunk of them; safe to fan out): samples_per_task each.
+
+    cfg needs samples_per_task, max_steps, temperature, top_p, repetition_penalty,
+    max_new_tokens, batch_size and seed (codeloop.config.RolloutConfig). Rows come out
+    grouped by task, in task order.
+    """
+    episodes: list[_Episode] = []
+    for task in tasks:
+        ids = policy.encode(P.task_prompt(task))
+        for j in range(cfg.samples_per_task):
+            episodes.append(_Episode(task, j, list(ids), [0] * len(ids), [0.0] * len(ids)))
+    for step in range(cfg.max_steps):
+        active = [e for e in episodes if not e.done]
+        if not active:
+            break
+        _generate_turn(policy, active, cfg, step, iteration)
+        _judge_turn(policy, executor, active, timeout_s, last_turn=step == cfg.max_steps - 1)
+    return [
+        _to_trajectory(
+            e,
+            policy,
+            cfg,
+            timeout_s=timeout_s,
+            dataset_version=dataset_version,
+            iteration=iteration,
+        )
+        for e in episodes
+    ]
+
+
+def rollout_metrics(trajs: list[Trajectory], seconds: float) -> dict:
+    """Summary for metrics/rollout.json: counts, visible pass rate, steps, tokens/s."""
+    n = len(trajs)
+    reasons: dict[str, int] = {}
+    for t in trajs:
+        reasons[t.terminal_reason] = reasons.get(t.terminal_reason, 0) + 1
+    groups: dict[str, int] = {}
+    for t in trajs:
+        groups[t.prompt_key] = groups.get(t.prompt_key, 0) + 1
+    gen_tokens = sum(sum(t.loss_mask) for t in trajs)
+    first_pass = sum(1 for t in trajs if t.actions and t.actions[0].observation.status == "passed")
+    return {
+        "trajectories": n,
+        "tasks": len({t.task_id for t in trajs}),
+        "group_size_min": min(groups.values(), default=0),
+        "group_size_max": max(groups.values(), default=0),
+        "visible_pass_rate": reasons.get("all_tests_passed", 0) / n if n else 0.0,
+        "first_turn_pass_rate": first_pass / n if n else 0.0,
+        "mean_steps": sum(len(t.actions) for t in trajs) / n if n else 0.0,
+        "infra_errors": reasons.get("infra_error", 0),
+        "terminal_reasons": reasons,
+        "generated_tokens": gen_tokens,
+        "seconds": seconds,
+        "generated_tokens_per_s": gen_tokens / seconds if seconds > 0 else 0.0,
+    }

@@ -1,0 +1,33 @@
+"""Stage `clean`: raw sources -> data/clean (tasks, frozen sets, quarantine, report, manifest).
+
+Reads ``clean.*`` (sources, frozen sets, thresholds) and ``sandbox.*`` (reference
+verification). Writes data/clean/{tasks.parquet, frozen/<set>.parquet, quarantine.jsonl,
+report.json, manifest.json} and metrics/clean.json; returns report.json's content.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from codeloop.config import Params
+from codeloop.data.curate import clean_tasks, write_clean
+from codeloop.paths import Paths
+from codeloop.stages import Step, call
+
+log = logging.getLogger(__name__)
+
+
+def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
+    """Load, validate, leak-check, dedupe, verify and split; write data/clean."""
+    result = step(clean_tasks, params)  # on its own sandbox executor: a retry gets a fresh one
+    report = step(write_clean, params, result, paths.clean_dir, paths.metrics("clean"))
+    log.info(
+        "rows in %d: kept %d (train %d, held-out %d), dropped %d %s, quarantined %d; balanced=%s",
+        report["rows_in"], report["kept"], report["kept_train"], report["kept_heldout"],
+        report["dropped"], report["dropped_by_reason"], report["quarantined"], report["balanced"],
+    )  # fmt: skip
+    log.info("dataset_version %s", report["dataset_version"])
+    if not report["balanced"]:
+        raise RuntimeError(f"clean: accounting does not balance; see {paths.clean_report}")
+    return report

@@ -1,0 +1,129 @@
+"""Stage `evaluate`: the candidate policy on the frozen sets and the gate's verdict.
+
+Reads models/candidate, models/critic (critic-guided selection, when the critic stage
+has written it), data/clean/frozen/*.parquet (leak-checked against
+data/clean/tasks.parquet), metrics/score.json, history/iterations.csv. Writes
+metrics/eval.json (DVC metrics: per-set metrics, the candidate's iteration, the gate
+decision) and metrics/eval_plot.json (DVC plots: one record per iteration, promoted
+history plus this candidate). The gate is computed here so that `dvc repro` alone shows
+it; the nightly flow recomputes it with the same ``gate`` from the same files before
+promoting.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from codeloop.config import Params
+from codeloop.evaluate.gate import decide, hacking_alarms
+from codeloop.evaluate.history import make_row, next_iteration, plot_rows, read_iterations
+from codeloop.io import read_json, read_tasks, write_json
+from codeloop.paths import Paths
+from codeloop.schema import Task
+from codeloop.stages import Step, call
+
+log = logging.getLogger(__name__)
+
+
+def _maybe_json(path: Path) -> dict[str, Any]:
+    return read_json(path) if path.exists() else {}
+
+
+def load_frozen_sets(frozen_dir: Path) -> dict[str, list[Task]]:
+    """Every data/clean/frozen/<set>.parquet, by set name."""
+    files = sorted(Path(frozen_dir).glob("*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"{frozen_dir}: no frozen evaluation sets (*.parquet)")
+    return {f.stem: read_tasks(f) for f in files}
+
+
+def evaluate_candidate(
+    params: Params, paths: Paths, sets: dict[str, list[Task]], iteration: int
+) -> dict[str, Any]:
+    """Sample the candidate on the frozen sets and judge it (deterministic: no retries).
+
+    With models/critic present (the critic stage's output), each set also gets
+    ``pass@1_critic``.
+    """
+    from codeloop.evaluate.metrics import evaluate_sets
+    from codeloop.policy.model import Policy
+    from codeloop.rewards.critic import Critic
+    from codeloop.sandbox import make_executor
+
+    policy = Policy.load(paths.candidate_model)
+    has_critic = (paths.critic_model / "critic.json").exists()
+    critic = Critic.load(str(paths.critic_model)) if has_critic else None
+    training = read_tasks(paths.clean_tasks) if paths.clean_tasks.exists() else None
+    manifest = _maybe_json(paths.manifest)
+    executor = make_executor(params.sandbox)
+    try:
+        result = evaluate_sets(
+            policy, sets, executor, params.evaluate, training_tasks=training,
+            timeout_s=params.sandbox.timeout_s,
+            dataset_version=str(manifest.get("dataset_version", "")),
+            iteration=iteration, critic=critic,
+        )  # fmt: skip
+    finally:
+        executor.close()
+    for name, m in result["sets"].items():
+        log.info(
+            "%s: pass@1=%.4f success=%.4f over %d tasks",
+            name, m.get("pass@1", 0.0), m["success_rate"], m["n_tasks"],
+        )  # fmt: skip
+    return result
+
+
+def gate(
+    params: Params, paths: Paths, eval_metrics: dict[str, Any], iteration: int
+) -> dict[str, Any]:
+    """The promotion gate on ``eval_metrics`` (evaluate's result or metrics/eval.json) and
+    the workspace's history: {"decision", "row" (tonight's history row), "alarms"}."""
+    history = read_iterations(paths.iterations_csv)
+    manifest = _maybe_json(paths.manifest)
+    row = make_row(
+        iteration,
+        model_version=str(eval_metrics.get("model_version", "")),
+        dataset_version=str(manifest.get("dataset_version", "")),
+        reward_fn_version=params.reward.version,
+        eval_metrics=eval_metrics,
+        score_metrics=_maybe_json(paths.metrics("score")),
+    )
+    alarms = hacking_alarms(history, row)
+    decision = decide(
+        eval_metrics, history[-1] if history else None, params.evaluate.gate_tolerance, alarms
+    )
+    log.info("%s", decision.summary())
+    return {"decision": decision.to_dict(), "row": row, "alarms": alarms}
+
+
+def write_eval(
+    paths: Paths, metrics: dict[str, Any], result: dict[str, Any], trend: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """metrics/eval.json and metrics/eval_plot.json; returns what the artifacts show."""
+    write_json(paths.metrics("evaluate"), metrics)
+    write_json(paths.eval_plot, trend)
+    return {
+        "result": result,
+        "trend": trend,
+        "data_report": _maybe_json(paths.clean_report),
+        "score": _maybe_json(paths.metrics("score")),
+    }
+
+
+def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
+    """Evaluate models/candidate and write metrics/eval.json + metrics/eval_plot.json."""
+    history = read_iterations(paths.iterations_csv)
+    iteration = next_iteration(paths.iterations_csv)
+    sets = step(load_frozen_sets, paths.frozen_dir)
+    result = step(evaluate_candidate, params, paths, sets, iteration)
+    verdict = step(gate, params, paths, result, iteration)
+    metrics = {
+        "iteration": iteration,
+        "model_version": verdict["row"]["model_version"],
+        "sets": result["sets"],
+        "gate": {**verdict["decision"], "tolerance": params.evaluate.gate_tolerance},
+    }
+    step(write_eval, paths, metrics, result, plot_rows(history + [verdict["row"]]))
+    return metrics

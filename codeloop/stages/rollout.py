@@ -1,0 +1,72 @@
+"""Stage `rollout`: multi-turn self-debugging episodes of the current policy.
+
+Fans out over ``runner.*`` (threads by default, a Dask scheduler or LocalCluster, Ray)
+through codeloop.rollout.scaleout; every runner writes the same rows, so ``runner`` is not
+a DVC param of the stage. Reads ``rollout.*``, ``sandbox.*``, ``policy.checkpoint`` (the
+policy directory), data/buckets/{plan.json, tasks.parquet} and data/clean/manifest.json
+(dataset_version). Writes data/rollouts/ (Parquet shards + trajectories.jsonl; reward
+fields left for the score stage) and metrics/rollout.json. Never reads ``reward.*``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from codeloop.config import Params
+from codeloop.io import read_json, read_tasks, write_json, write_trajectories
+from codeloop.paths import Paths
+from codeloop.rollout.episodes import rollout_metrics
+from codeloop.rollout.scaleout import fan_out_rollout
+from codeloop.schema import Task
+from codeloop.stages import Step, call
+
+log = logging.getLogger(__name__)
+
+
+def load_plan(paths: Paths) -> tuple[list[Task], str]:
+    """The plan's tasks (in plan order) and the dataset_version from the clean manifest."""
+    plan = read_json(paths.plan)
+    by_id = {t.task_id: t for t in read_tasks(paths.bucket_tasks)}
+    missing = [i for i in plan.get("task_ids", []) if i not in by_id]
+    if missing:
+        raise ValueError(
+            f"{paths.plan}: field task_ids names {len(missing)} tasks absent from "
+            f"{paths.bucket_tasks}, e.g. {missing[:3]}"
+        )
+    manifest = read_json(paths.manifest)
+    if "dataset_version" not in manifest:
+        raise ValueError(f"{paths.manifest}: missing field dataset_version")
+    return [by_id[i] for i in plan["task_ids"]], manifest["dataset_version"]
+
+
+def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
+    """Write data/rollouts and metrics/rollout.json; returns the metrics."""
+    tasks, dataset_version = step(load_plan, paths)
+    t0 = time.perf_counter()
+    trajs = step(
+        fan_out_rollout,
+        tasks,
+        str(paths.checkpoint(params.policy.checkpoint)),
+        rollout=params.rollout,
+        sandbox=params.sandbox,
+        runner=params.runner,
+        dataset_version=dataset_version,
+    )  # no score function: the score stage scores; rollout never reads reward.*
+    seconds = time.perf_counter() - t0
+    version = trajs[0].metadata.model_version if trajs else ""
+    log.info(
+        "%d trajectories on %d tasks from %s in %.1fs (runner %s x%d)",
+        len(trajs), len(tasks), version[:12] or "-", seconds, params.runner.kind,
+        params.runner.workers,
+    )  # fmt: skip
+    write_trajectories(paths.rollouts_dir, trajs)
+    extra = {
+        "model_version": version,
+        "dataset_version": dataset_version,
+        "iteration": params.rollout.iteration,
+    }
+    metrics = {**rollout_metrics(trajs, seconds), **extra}
+    write_json(paths.metrics("rollout"), metrics)
+    return metrics

@@ -1,0 +1,125 @@
+"""Stage `train`: one GRPO iteration on the scored trajectories.
+
+Reads ``params.train``, the policy at ``params.policy.checkpoint`` and data/trajectories
+(complete, scored rows). Refuses to start when ``codeloop preflight`` fails or any row is
+unscored. Writes models/candidate (HF model + tokenizer + model_version.txt, the content
+hash; the per-step log in train_history.jsonl) and metrics/train.json (DVC metrics: loss,
+kl, clip ratios, entropy, completion lengths, reward mean/std, frac_reward_zero_std,
+world_size).
+
+Multi-process / multi-GPU (DDP, gloo on CPU) enters here too, under a launcher that sets
+WORLD_SIZE, RANK, ...; only rank 0 writes (see codeloop.train.distributed):
+
+    torchrun --standalone --nproc_per_node N -m codeloop.stages.train --root .
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from codeloop.config import ConfigError, Params, load_params
+from codeloop.io import read_trajectories, write_json, write_jsonl
+from codeloop.ops.preflight import run_preflight
+from codeloop.paths import Paths
+from codeloop.schema import Trajectory
+from codeloop.stages import Step, call
+from codeloop.train import distributed as ddp
+from codeloop.train.trainer import train_grpo
+
+log = logging.getLogger(__name__)
+
+
+def check_preflight(params: Params, root: Path) -> dict[str, Any]:
+    """Refuse to train when `codeloop preflight` fails on the workspace at ``root``."""
+    report = run_preflight(params, str(root))
+    if not report.ok:
+        raise RuntimeError(f"preflight failed, refusing to train:\n{report.render()}")
+    log.info("preflight ok")
+    return {"ok": True}
+
+
+def load_scored(path: Path) -> list[Trajectory]:
+    """Scored trajectories (complete rows written by the score stage); unscored rows raise."""
+    trajs = read_trajectories(path)
+    unscored = [t.trajectory_id for t in trajs if not t.metadata.reward_fn_version]
+    if unscored:
+        raise ValueError(
+            f"{path}: {len(unscored)} trajectories have no metadata.reward_fn_version "
+            f"(not scored), e.g. {unscored[:3]}; run the score stage first"
+        )
+    log.info("%d scored trajectories from %s", len(trajs), path)
+    return trajs
+
+
+def _log_summary(m: dict[str, Any]) -> None:
+    for row in m["history"]:
+        log.info(
+            "step %d loss=%.4f kl=%.4f clip=%.3f entropy=%.3f grad_norm=%.3f",
+            row["step"], row["loss"], row["kl"], row["clip_ratio_region"],
+            row["entropy"], row["grad_norm"],
+        )  # fmt: skip
+    log.info(
+        "candidate %s from %s: %d/%d trajectories in the update, reward %.3f±%.3f, "
+        "frac_reward_zero_std=%.3f, excluded=%s",
+        m["model_version"], m["policy_version"], m["n_in_update"], m["n_trajectories"],
+        m["reward_mean"], m["reward_std"], m["frac_reward_zero_std"], m["excluded"],
+    )  # fmt: skip
+
+
+def run(
+    params: Params, paths: Paths, step: Step = call, *, preflight: bool = True
+) -> dict[str, Any]:
+    """Train models/candidate from data/trajectories; write metrics/train.json (rank 0)."""
+    if preflight:
+        step(check_preflight, params, paths.root)
+    trajectories = step(load_scored, paths.trajectories_dir)
+    out_dir = paths.candidate_model
+    policy_dir = paths.checkpoint(params.policy.checkpoint)
+    result = step(train_grpo, str(policy_dir), trajectories, params.train, str(out_dir))
+    _log_summary(result)
+    history = result.pop("history")
+    metrics = {
+        **result,
+        "preflight": "ok" if preflight else "skipped",
+        "world_size": ddp.world_size(),
+    }
+    if ddp.is_main():
+        # .jsonl is outside the checkpoint hash, so the log never changes model_version.
+        write_jsonl(out_dir / "train_history.jsonl", history)
+        write_json(paths.metrics("train"), metrics)
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The train stage under a launcher (or none): ``python -m codeloop.stages.train``."""
+    ap = argparse.ArgumentParser(prog="python -m codeloop.stages.train", description=__doc__)
+    ap.add_argument("--root", default=".", help="workspace root (params.yaml, data/, models/)")
+    ap.add_argument("--params", default="params.yaml", help="params file under --root")
+    ap.add_argument(
+        "--skip-preflight",
+        action="store_true",
+        help="train without the checklist (synthetic test workspaces have no data/clean)",
+    )
+    args = ap.parse_args(argv)
+    paths = Paths(Path(args.root))
+    try:  # bad input is a one-line message naming the file, before any rank starts work
+        params = load_params(paths.root / args.params)
+    except ConfigError as exc:
+        print(f"codeloop.stages.train: {exc}", file=sys.stderr)
+        return 2
+    ddp.init()
+    try:
+        run(params, paths, preflight=not args.skip_preflight)
+        if ddp.world_size() > 1:
+            ddp.barrier()
+    finally:
+        ddp.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

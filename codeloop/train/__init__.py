@@ -1,0 +1,1 @@
+"""Training: GRPO loss, the updater, multi-process training (stage train)."""

@@ -1,0 +1,320 @@
+"""GRPO trainer over scored trajectories (the `train` stage's library entry point).
+
+One iteration: load the policy, freeze a copy as the reference, build group advantages
+per ``prompt_key``, then ``cfg.steps`` AdamW steps of ``grad_accum`` micro-batches each
+(at most one epoch of the batch per step: a large ``grad_accum`` gives full-batch steps),
+with the clipped surrogate of ``codeloop.train.grpo`` against the sampler's log-probs and k3
+KL to the reference. Only model-generated tokens (``loss_mask``) carry loss, so
+environment feedback inside a multi-turn episode is context, never a target. AdamW's
+moments travel with the checkpoint (``optimizer.pt``, ``train.keep_optimizer_state``),
+so the nightly iterations are one continuous optimisation, as in a single TRL run.
+
+Departures from TRL's GRPOTrainer, on purpose:
+- old log-probs are the sampler's (``Trajectory.sample_logprobs``), not a recomputation:
+  rollout happened in another stage, so the ratio measures the drift since sampling.
+- dropout is off while training (``model.eval()``): the sampler ran without dropout and
+  a stochastic forward would make the ratio noisy at step 0.
+- with ``skip_tied_groups`` (default) groups whose rewards all tie are dropped before the
+  update (DAPO's dynamic sampling) instead of riding along with advantage 0.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import pickle
+import random
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from codeloop.config import TrainConfig
+from codeloop.policy.model import VERSION_FILE, Policy
+from codeloop.schema import Trajectory
+from codeloop.train import distributed as ddp
+from codeloop.train.grpo import group_advantages_by_key, grpo_loss, token_logps
+
+OPT_FILE = "optimizer.pt"  # AdamW state beside a checkpoint (train.keep_optimizer_state)
+
+# ---------------------------------------------------------------- data
+
+
+def _check(t: Trajectory) -> None:
+    n = len(t.token_ids)
+    for name in ("loss_mask", "sample_logprobs"):
+        if len(getattr(t, name)) != n:
+            raise ValueError(
+                f"trajectory {t.trajectory_id}: field {name} has {len(getattr(t, name))} "
+                f"entries but token_ids has {n}; the rollout wrote a corrupt row"
+            )
+
+
+def select_trajectories(
+    trajectories: list[Trajectory], max_len: int
+) -> tuple[list[Trajectory], Counter]:
+    """Trajectories that can train, and a count of the others by reason."""
+    keep, excluded = [], Counter()
+    for t in trajectories:
+        _check(t)
+        if t.infra_error:
+            excluded["infra_error"] += 1
+        elif sum(t.loss_mask[1:]) == 0:
+            excluded["no_generated_tokens"] += 1
+        elif len(t.token_ids) > max_len:
+            excluded["longer_than_context"] += 1
+        else:
+            keep.append(t)
+    return keep, excluded
+
+
+def collate(batch: list[Trajectory], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded tensors; targets are shifted by one (token t is scored from t-1)."""
+    length = max(len(t.token_ids) for t in batch)
+    ids = torch.full((len(batch), length), pad_id, dtype=torch.long)  # (B, L)
+    attn = torch.zeros((len(batch), length), dtype=torch.long)  # (B, L)
+    mask = torch.zeros((len(batch), length), dtype=torch.float32)  # (B, L)
+    old = torch.zeros((len(batch), length), dtype=torch.float32)  # (B, L)
+    for i, t in enumerate(batch):
+        n = len(t.token_ids)
+        ids[i, :n] = torch.tensor(t.token_ids, dtype=torch.long)
+        attn[i, :n] = 1
+        mask[i, :n] = torch.tensor(t.loss_mask, dtype=torch.float32)
+        old[i, :n] = torch.tensor(t.sample_logprobs, dtype=torch.float32)
+    temps = torch.tensor([t.metadata.temperature or 1.0 for t in batch], dtype=torch.float32)
+    return {
+        "input_ids": ids,
+        "attention_mask": attn,
+        "targets": ids[:, 1:],  # (B, L-1)
+        "mask": mask[:, 1:],  # (B, L-1)
+        "old_logps": old[:, 1:],  # (B, L-1)
+        "temperature": temps,  # (B,)
+    }
+
+
+def _forward_logps(model, mb: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = model(input_ids=mb["input_ids"], attention_mask=mb["attention_mask"]).logits
+    return token_logps(logits[:, :-1], mb["targets"], mb["temperature"])  # (B, L-1) x2
+
+
+def _batches(items: list, size: int, rng: random.Random):
+    """Endless stream of micro-batches: shuffled epochs over items."""
+    while True:
+        order = items[:]
+        rng.shuffle(order)
+        for i in range(0, len(order), size):
+            yield order[i : i + size]
+
+
+# ---------------------------------------------------------------- training
+
+
+def prepare_batch(
+    trajectories: list[Trajectory], cfg: TrainConfig, max_len: int
+) -> tuple[list[tuple[Trajectory, float]], dict[str, Any]]:
+    """(trajectory, advantage) pairs for the update, and the batch's reward/group stats."""
+    usable, excluded = select_trajectories(trajectories, max_len)
+    # Advantages over every usable trajectory: the group baseline needs the whole group.
+    if usable:
+        rewards = torch.tensor([t.reward for t in usable], dtype=torch.float32)
+        adv, gstats = group_advantages_by_key(
+            rewards, [t.prompt_key for t in usable], cfg.scale_rewards
+        )
+    else:
+        adv = torch.zeros(0)
+        gstats = {"n_groups": 0, "frac_reward_zero_std": 0.0, "reward_mean": 0.0, "reward_std": 0.0}
+    items = list(zip(usable, adv.tolist(), strict=True))
+    if cfg.skip_tied_groups:
+        items = [(t, a) for t, a in items if a != 0.0]
+    lengths = [sum(t.loss_mask[1:]) for t in usable]
+    stats = {
+        "n_trajectories": len(trajectories),
+        "n_used": len(usable),
+        "n_in_update": len(items),
+        "excluded": dict(excluded),
+        **gstats,
+        "completion_length_mean": sum(lengths) / len(lengths) if lengths else 0.0,
+        "completion_length_max": max(lengths, default=0),
+    }
+    return items, stats
+
+
+class GRPOUpdater:
+    """Holds the policy, its frozen reference and the optimizer; one call = one step.
+
+    Usable in-process (bench/, notebooks); `train_grpo` wraps it for the stage.
+    """
+
+    def __init__(self, policy: Policy, cfg: TrainConfig, opt_state: dict | None = None):
+        self.policy, self.cfg = policy, cfg
+        self.device = ddp.device()  # the CPU unless launched by torchrun with nccl
+        self.model = policy.model.to(self.device)
+        # The reference is the policy as loaded: KL keeps one iteration's update small.
+        self.ref = copy.deepcopy(self.model).eval().requires_grad_(False) if cfg.beta else None
+        self.model.eval()  # no dropout: see the module docstring
+        self.model = ddp.wrap(self.model)  # DDP under torchrun (codeloop.train.distributed)
+        self.opt = torch.optim.AdamW(
+            self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
+        )
+        if opt_state is not None:
+            self.opt.load_state_dict(opt_state)
+            for group in self.opt.param_groups:  # params.yaml wins over the saved values
+                group.update(lr=cfg.lr, weight_decay=cfg.weight_decay)
+        tok = policy.tokenizer
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+
+    def step(self, window: list[list[tuple[Trajectory, float]]], longest: int) -> dict:
+        """One optimizer step over grad_accum micro-batches of (trajectory, advantage)."""
+        cfg = self.cfg
+        # dapo normalises by the loss tokens of the whole accumulation window (TRL's
+        # num_items_in_batch), so every micro-batch needs the window's count up front.
+        num_items = sum(sum(t.loss_mask[1:]) for mb in window for t, _ in mb)
+        rows = []
+        self.opt.zero_grad(set_to_none=True)
+        for mb_items in window:
+            mb_items, weight = ddp.shard(mb_items, cfg.loss_type)  # (all rows, 1.0) alone
+            mb = ddp.to_device(collate([t for t, _ in mb_items], self.pad_id), self.device)
+            advantages = torch.tensor([a for _, a in mb_items], dtype=torch.float32)  # (B,)
+            advantages = advantages.to(self.device)
+            logps, entropy = _forward_logps(self.model, mb)
+            ref_logps = None
+            if self.ref is not None:
+                with torch.no_grad():
+                    ref_logps, _ = _forward_logps(self.ref, mb)
+            loss, stats = grpo_loss(
+                logps,
+                mb["old_logps"],
+                ref_logps,
+                advantages,
+                mb["mask"],
+                loss_type=cfg.loss_type,
+                epsilon_low=cfg.epsilon_low,
+                epsilon_high=cfg.epsilon_high,
+                beta=cfg.beta,
+                max_completion_length=cfg.max_completion_length or longest,
+                num_items=num_items,
+                accum_steps=len(window),
+                kl_ratio_correction=cfg.kl_ratio_correction,
+            )
+            (loss * weight).backward()
+            m = mb["mask"]
+            stats["entropy"] = float((entropy * m).sum() / m.sum().clamp(min=1.0))
+            stats["loss"] = float(loss.detach())
+            rows.append(stats)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+        self.opt.step()
+        row = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
+        row["loss"] = sum(r["loss"] for r in rows)  # the accumulated objective of the step
+        row.update({"grad_norm": float(grad_norm), "loss_tokens": num_items})
+        return ddp.average(row)
+
+    def fit(self, items, out_dir=None, seed: int = 0) -> list[dict]:
+        """cfg.steps steps over shuffled epochs of items; checkpoints every N under out_dir."""
+        cfg = self.cfg
+        if not items or cfg.steps == 0:
+            return []
+        longest = max(sum(t.loss_mask[1:]) for t, _ in items)
+        stream = _batches(items, cfg.micro_batch_size, random.Random(seed))
+        # A window never spans more than one epoch: a larger grad_accum means "the whole
+        # batch per step" (each step one exact pass), not the same rows counted twice.
+        accum = min(cfg.grad_accum, math.ceil(len(items) / cfg.micro_batch_size))
+        history = []
+        for step in range(1, cfg.steps + 1):
+            row = {
+                "step": step,
+                **self.step([next(stream) for _ in range(accum)], longest),
+            }
+            if out_dir and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
+                if step < cfg.steps:
+                    ckpt = Path(out_dir) / "checkpoints" / f"step-{step:05d}"
+                    row["checkpoint"] = ddp.save_on_main(self.policy, ckpt)
+            history.append(row)
+        return history
+
+
+def _mean(rows: list[dict], key: str) -> float:
+    vals = [r[key] for r in rows if key in r and not math.isnan(r[key])]
+    return sum(vals) / len(vals) if vals else 0.0
+
+
+def load_opt_state(policy_dir, model) -> dict | None:
+    """The AdamW state the previous iteration saved beside this policy, or None.
+
+    A state whose tensors do not fit the model (another architecture) is refused with
+    the file named: resuming it would fail later with a shape error inside AdamW.
+    """
+    path = Path(policy_dir) / OPT_FILE
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, pickle.UnpicklingError) as exc:
+        raise ValueError(
+            f"{path}: unreadable optimizer state ({exc}); delete it to start fresh"
+        ) from exc
+    if not isinstance(state, dict):
+        raise ValueError(f"{path}: not an optimizer state dict; delete it to start fresh")
+    shapes = [tuple(p.shape) for p in model.parameters()]
+    saved = state.get("state", {})
+    for idx, entry in saved.items():
+        avg = entry.get("exp_avg")
+        if idx >= len(shapes) or avg is None or tuple(avg.shape) != shapes[idx]:
+            raise ValueError(
+                f"{path}: optimizer state does not match the model in {policy_dir} "
+                f"(parameter {idx}); delete the file to start a fresh optimizer"
+            )
+    return state
+
+
+def _prepare_out(out_dir) -> None:
+    """Empty a previous candidate; refuse to wipe a directory that is not a checkpoint."""
+    out = Path(out_dir)
+    if out.exists() and any(out.iterdir()):
+        if not (out / VERSION_FILE).exists():
+            raise FileExistsError(
+                f"{out} exists, is not empty and holds no {VERSION_FILE}: not overwriting it"
+            )
+        shutil.rmtree(out)
+
+
+def train_grpo(
+    policy_dir: str | os.PathLike,
+    trajectories: list[Trajectory],
+    cfg: TrainConfig,
+    out_dir: str | os.PathLike,
+) -> dict[str, Any]:
+    """Run one GRPO iteration on scored trajectories; save the candidate to out_dir.
+
+    Returns the summary (loss, kl, clip ratios, entropy, completion lengths, reward
+    mean/std, frac_reward_zero_std, model_version, ...) plus a per-step ``history``.
+    """
+    t_start = time.perf_counter()
+    torch.manual_seed(cfg.seed)
+    policy = Policy.load(policy_dir)
+    items, summary = prepare_batch(trajectories, cfg, policy.max_context)
+    if ddp.is_main():
+        _prepare_out(out_dir)
+    summary["policy_version"] = policy.model_version
+    opt_state = load_opt_state(policy_dir, policy.model) if cfg.keep_optimizer_state else None
+    summary["optimizer_resumed"] = opt_state is not None
+    updater = GRPOUpdater(policy, cfg, opt_state)
+    history = updater.fit(items, out_dir, seed=cfg.seed)
+    summary["model_version"] = ddp.save_on_main(policy, out_dir)
+    if cfg.keep_optimizer_state and ddp.is_main():
+        # Not a hashed suffix: the optimizer is not part of the model_version.
+        torch.save(updater.opt.state_dict(), Path(out_dir) / OPT_FILE)
+    summary["steps"] = len(history)
+    summary["train_time_s"] = round(time.perf_counter() - t_start, 3)
+    for key in ("loss", "kl", "entropy", "ratio_mean", "grad_norm"):
+        summary[key] = _mean(history, key)
+    for key in ("clip_ratio_low", "clip_ratio_high", "clip_ratio_region"):
+        summary[key] = _mean(history, key)
+    # Far from 1 at step 1 means the sampler's log-probs disagree with ours (template,
+    # temperature or tokenisation drift): worth a look before trusting the update.
+    summary["ratio_mean_first_step"] = history[0]["ratio_mean"] if history else 1.0
+    summary["history"] = history
+    return summary

@@ -1,0 +1,133 @@
+"""Prefect artifacts shown on the Artifacts page, with stable keys (one task each).
+
+Keys (lowercase-dash, so every run's version lines up under one key in the UI):
+eval-metrics, pass-at-k-trend, gate-decision, alarms, data-report, reward-components.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+ARTIFACT_KEYS = (
+    "eval-metrics",
+    "pass-at-k-trend",
+    "gate-decision",
+    "alarms",
+    "data-report",
+    "reward-components",
+)
+
+_METRIC_COLS = (
+    "pass@1",
+    "pass@10",
+    "pass@100",
+    "success_rate",
+    "avg_steps",
+    "avg_failed_attempts",
+    "timeout_rate",
+    "error_rate",
+    "visible_pass_rate",
+    "hidden_pass_rate",
+    "hidden_visible_gap",
+    "infra_errors",
+)
+
+
+def _fmt(v: Any) -> Any:
+    return round(v, 4) if isinstance(v, float) else v
+
+
+def metrics_table(eval_metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """One table row per frozen set and per (set, difficulty bucket)."""
+    rows = []
+    for name, m in sorted((eval_metrics.get("sets") or {}).items()):
+        rows.append({"set": name, "difficulty": "all", **{c: _fmt(m.get(c)) for c in _METRIC_COLS}})
+        for d, dm in (m.get("by_difficulty") or {}).items():
+            rows.append(
+                {"set": name, "difficulty": d, **{c: _fmt(dm.get(c)) for c in _METRIC_COLS}}
+            )
+    return rows
+
+
+@task(name="publish_eval_artifacts")
+def publish_eval_artifacts(
+    eval_metrics: dict[str, Any],
+    trend: list[dict[str, Any]],
+    data_report: dict[str, Any] | None,
+    score_metrics: dict[str, Any] | None,
+) -> None:
+    """Metrics table, pass@k trend, data report and reward-component distributions."""
+    create_table_artifact(
+        key="eval-metrics",
+        table=metrics_table(eval_metrics),
+        description=f"Frozen-set metrics of {eval_metrics.get('model_version', '?')[:12]}",
+    )
+    create_table_artifact(
+        key="pass-at-k-trend",
+        table=[{k: _fmt(v) for k, v in r.items()} for r in trend] or [{"iteration": "none"}],
+        description="pass@1 per frozen set and train/hidden signals over iterations",
+    )
+    report = data_report or {}
+    create_table_artifact(
+        key="data-report",
+        table=[{"field": k, "value": str(v)} for k, v in sorted(report.items())]
+        or [{"field": "report", "value": "data/clean/report.json missing"}],
+        description="Clean stage: kept / dropped / quarantined",
+    )
+    comps = (score_metrics or {}).get("components") or (score_metrics or {}).get(
+        "reward_components"
+    )
+    rows = []
+    for name, dist in sorted((comps or {}).items()):
+        stats = dist if isinstance(dist, dict) else {"mean": dist}
+        rows.append({"component": name, **{k: _fmt(v) for k, v in stats.items()}})
+    create_table_artifact(
+        key="reward-components",
+        table=rows or [{"component": "none", "note": "metrics/score.json has no components"}],
+        description="Reward component distributions of this iteration's trajectories",
+    )
+
+
+@task(name="publish_gate_artifacts")
+def publish_gate_artifacts(decision: dict[str, Any], alarms: list[str]) -> None:
+    """Gate decision (with every reason) and the hacking alarms, as markdown."""
+    verdict = "PROMOTE" if decision.get("promote") else "REFUSE"
+    lines = [f"# Gate: **{verdict}**", ""]
+    lines += [f"- refused: {r}" for r in decision.get("reasons", [])]
+    lines += [f"- ok: {n}" for n in decision.get("notes", [])]
+    create_markdown_artifact(key="gate-decision", markdown="\n".join(lines))
+    body = "\n".join(f"- {a}" for a in alarms) if alarms else "No hacking alarm raised."
+    create_markdown_artifact(key="alarms", markdown=f"# Reward-hacking alarms\n\n{body}\n")
+
+
+@task(name="publish_data_report")
+def publish_data_report(report: dict[str, Any]) -> None:
+    """A table artifact (key data-report) with the accounting of the clean stage."""
+    rows = [{"outcome": "rows_in", "count": report["rows_in"]}]
+    rows.append({"outcome": "kept_train", "count": report["kept_train"]})
+    rows.append({"outcome": "kept_heldout", "count": report["kept_heldout"]})
+    rows += [
+        {"outcome": f"dropped:{k}", "count": v} for k, v in report["dropped_by_reason"].items()
+    ]
+    rows.append({"outcome": "quarantined", "count": report["quarantined"]})
+    rows += [{"outcome": f"frozen:{k}", "count": v} for k, v in report["frozen"].items()]
+    create_table_artifact(
+        key="data-report",
+        table=rows,
+        description=f"clean stage, dataset_version {report['dataset_version'][:12]}",
+    )
+
+
+@task(name="publish_components")
+def publish_components(metrics: dict[str, Any]) -> None:
+    """Table artifact 'reward-components': one row per component distribution."""
+    rows = [{"component": "reward", **metrics["reward"]}]
+    rows += [{"component": k, **v} for k, v in metrics["components"].items()]
+    create_table_artifact(
+        key="reward-components",
+        table=rows,
+        description=f"Reward {metrics['reward_version']}: component distributions",
+    )
