@@ -20,6 +20,7 @@ import time
 
 from codeloop.config import SandboxConfig
 from codeloop.sandbox.base import SandboxError
+from codeloop.sandbox.judge import wire
 from codeloop.sandbox.pool import HARNESS_SRC, PRELOAD, ZYGOTE_SRC, PoolExecutor
 
 IMAGE = os.environ.get("CODELOOP_SANDBOX_IMAGE", "codeloop-sandbox:bookworm")
@@ -135,9 +136,8 @@ class DockerZygote:
 
     def send(self, job: dict) -> None:
         """Queue one job (see pool.Lane)."""
-        data = json.dumps(job).encode("utf-8", "surrogatepass")
         try:
-            self.raw.sendall(struct.pack(">I", len(data)) + data)
+            self.raw.sendall(wire(job))
         except OSError as exc:
             raise SandboxError(f"sandbox container is gone: {exc}") from exc
 

@@ -35,12 +35,21 @@ from typing import Any
 
 from codeloop.config import SandboxConfig
 from codeloop.sandbox.base import ExecJob, ExecResult, SandboxError
-from codeloop.sandbox.judge import build_request, interpret, no_code_result, plan_job, wall_cap
+from codeloop.sandbox.judge import (
+    build_request,
+    interpret,
+    no_code_result,
+    plan_job,
+    wall_cap,
+    wire,
+)
 
 HERE = Path(__file__).resolve().parent
 # one program: budget.py defines what zygote.py uses (both stdlib only)
-ZYGOTE_SRC = (HERE / "budget.py").read_text() + "\n\n" + (HERE / "zygote.py").read_text()
-HARNESS_SRC = (HERE / "harness.py").read_text()
+ZYGOTE_SRC = "\n\n".join(
+    (HERE / f).read_text() for f in ("budget.py", "evaluator_fork.py", "zygote.py")
+)
+HARNESS_SRC = (HERE / "harness.py").read_text() + "\n\n" + (HERE / "evaluator.py").read_text()
 CHILD_PYTHON = os.environ.get("CODELOOP_SANDBOX_PYTHON", "/usr/bin/python3")
 UID_BASE, UID_SPAN = 62000, 4096  # uids leased to slots: one uid, one slot, host-wide
 UID_LOCKS = Path(tempfile.gettempdir()) / "codeloop-uid-locks"
@@ -142,9 +151,8 @@ class Zygote:
         """Queue one job; the zygote reads it once it is done with the jobs before it."""
         if self.proc.poll() is not None:  # killed while idle: never route a job to it
             raise SandboxError(f"zygote exited (code {self.proc.returncode}){self._tail()}")
-        data = json.dumps(job).encode("utf-8", "surrogatepass")
         try:
-            self.proc.stdin.write(struct.pack(">I", len(data)) + data)
+            self.proc.stdin.write(wire(job))
             self.proc.stdin.flush()
         except (OSError, ValueError) as exc:
             raise SandboxError(f"zygote is gone: {exc}{self._tail()}") from exc

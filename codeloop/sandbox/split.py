@@ -5,10 +5,11 @@
 An expression is *trusted* when it uses only literals, a small set of pure builtins and
 stdlib constructors (``Counter``, ``math.isclose``...); the parent evaluates those itself.
 Around a hole the parent only applies operations whose cost is bounded by the size of the
-returned value (no ``*``, ``**``, ``%``). Where both sides of a comparison depend on the
-program (``f(3) == Node(3)``) or the test is not a single assert, the whole thing runs in
-the child and the result is flagged ``in_sandbox``: such a verdict is only as strong as the
-child's isolation from the program it tests.
+returned value (no ``*``, ``**``, ``%``). A hole is only ever a value the program computes
+from the test's arguments: a cut-out part that would carry the test's logic into the child
+(a comparison, a generator or lambda, both sides of ``f(a) == f(b)``), a test that is not a
+single assert, and every test of a job with setup code, are planned ``eval``: the whole test
+runs in the evaluator child, which never runs model code (see ``judge``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ _SAFE_CONSTS = {"inf": math.inf, "nan": math.nan, "pi": math.pi, "e": math.e}
 _SAFE_MODULES = {"math": math, "collections": collections, "decimal": decimal,
                  "fractions": fractions}  # fmt: skip
 _HOLE_BINOPS = (ast.Add, ast.Sub, ast.Div, ast.FloorDiv, ast.BitAnd, ast.BitOr, ast.BitXor)
+# inside a hole these would carry the test's own logic into the child
+_TEST_LOGIC = (
+    ast.Compare, ast.BoolOp, ast.IfExp, ast.Lambda, ast.GeneratorExp, ast.ListComp,
+    ast.SetComp, ast.DictComp, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom,
+)  # fmt: skip
 _TRUSTED_NODES = (
     ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp, ast.BoolOp,
     ast.Compare, ast.Call, ast.Attribute, ast.Subscript, ast.Slice, ast.Name, ast.keyword,
@@ -51,13 +57,12 @@ _TRUSTED_NODES = (
 
 @dataclass(frozen=True)
 class Plan:
-    """How one test is judged. kind: "holes" | "stmt" | "stdio"."""
+    """How one test is judged. kind: "holes" | "eval" | "stdio"."""
 
     kind: str
     source: str
     holes: tuple[str, ...] = ()
     check: CodeType | None = None
-    in_sandbox: bool = False
     stdin: str = ""
     expected_output: str = ""
     expected_src: str = ""  # the trusted side of `hole == expected`, for messages
@@ -98,10 +103,12 @@ class _Splitter:
     def __init__(self, shadow: frozenset[str]) -> None:
         self.shadow = shadow
         self.holes: list[str] = []
-        self.in_sandbox = False
+        self.needs_eval = False
 
     def hole(self, node: ast.expr, merged: bool) -> ast.expr:
-        self.in_sandbox = self.in_sandbox or merged
+        """Cut ``node`` out for the child; ``merged``: it holds more than the program's part."""
+        if merged or any(isinstance(sub, _TEST_LOGIC) for sub in ast.walk(node)):
+            self.needs_eval = True  # the child would see (and could answer) the check itself
         self.holes.append(ast.unparse(node))
         return ast.Name(id=f"_h{len(self.holes) - 1}", ctx=ast.Load())
 
@@ -185,9 +192,9 @@ def plan_test(test: str, io_style: str = "function", shadow: frozenset[str] = fr
     try:
         tree = ast.parse(test.strip())
     except (SyntaxError, ValueError):
-        return Plan(kind="stmt", source=test, in_sandbox=True)
+        return Plan(kind="eval", source=test)
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
-        return Plan(kind="stmt", source=test, in_sandbox=True)
+        return Plan(kind="eval", source=test)
     expected = ""
     original = tree.body[0].test
     if isinstance(original, ast.Compare) and len(original.ops) == 1:
@@ -195,10 +202,10 @@ def plan_test(test: str, io_style: str = "function", shadow: frozenset[str] = fr
         expected = ast.unparse(right if _is_trusted(right, shadow) else left)
     splitter = _Splitter(shadow)
     expr = splitter.visit(original)
+    if splitter.needs_eval:
+        return Plan(kind="eval", source=test)
     code = compile(ast.fix_missing_locations(ast.Expression(body=expr)), "<check>", "eval")
-    return Plan(
-        "holes", test, tuple(splitter.holes), code, splitter.in_sandbox, expected_src=expected
-    )
+    return Plan("holes", test, tuple(splitter.holes), code, expected_src=expected)
 
 
 _DEFINES = re.compile(

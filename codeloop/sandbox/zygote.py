@@ -30,6 +30,7 @@ import time
 
 try:  # for linters and tests; as the zygote, budget.py's source runs just before this one
     from codeloop.sandbox.budget import ParentGone, _children, _pump
+    from codeloop.sandbox.evaluator_fork import start_evaluator
 except ImportError:
     pass
 
@@ -105,13 +106,14 @@ def _limits(job, opts):
     ]
 
 
-def _child(job, opts, workdir, fds, limits):
-    """Runs in the forked child; never returns. Few page writes: raw os calls (see top)."""
+def _child(job, opts, workdir, fds, limits, entry="run_job", req=None):
+    """Runs in the forked child; never returns. Few page writes: raw os calls (see top).
+    ``fds`` become fds 1, 2, ...; ``entry``: the harness function (run_evaluator too)."""
     try:
         os.setsid()
         for target, fd in enumerate([os.open("/dev/null", os.O_RDWR), *fds]):  # out, err, res
             os.dup2(fd, target)
-        os.closerange(4, 1 << 16)
+        os.closerange(len(fds) + 1, 1 << 16)
         try:  # under host memory pressure the OOM killer takes a job, not the trainer
             fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
             os.write(fd, b"1000")
@@ -129,7 +131,7 @@ def _child(job, opts, workdir, fds, limits):
         # after setuid: a credential change clears the parent-death signal
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-        HARNESS["run_job"](job["req"], 3)
+        HARNESS[entry](job["req"] if req is None else req, 3)
         code = 0
     except BaseException:
         code = 70
@@ -241,13 +243,15 @@ def run(job, opts, ctl=None):
     pipes = {name: os.pipe() for name in ("out", "err", "res")}
     ooms, limits = oom_kills(), _limits(job, opts)
     start = time.monotonic()
+    link = start_evaluator(job, opts, workdir, pipes, limits) if job["req"].get("serve") else []
     pid = os.fork()
     if pid == 0:
-        _child(job, opts, workdir, [w for _, w in pipes.values()], limits)
-    for _, w in pipes.values():
+        _child(job, opts, workdir, [pipes[n][1] for n in ("out", "err", "res")] + link, limits)
+    for w in [*link, *(w for _, w in pipes.values())]:
         os.close(w)
     pidfd = os.pidfd_open(pid)
-    caps = {"out": job["out_cap"], "err": job["out_cap"], "res": job["result_cap"]}
+    caps = {"out": job["out_cap"], "err": job["out_cap"], "res": job["result_cap"],
+            "ver": job["result_cap"]}  # fmt: skip
     try:
         bufs, over, exited, spent = _pump(
             {n: r for n, (r, _) in pipes.items()}, pidfd, ctl, job, caps, start
@@ -265,6 +269,7 @@ def run(job, opts, ctl=None):
     oom = sig == signal.SIGKILL and not (spent or over) and ooms >= 0 and oom_kills() > ooms
     return {
         "results": bufs["res"][: caps["res"]].decode("utf-8", "replace"),
+        "verdicts": bufs.get("ver", b"")[: caps["ver"]].decode("utf-8", "replace"),
         "stdout": bufs["out"][: caps["out"]].decode("utf-8", "replace"),
         "stderr": bufs["err"][: caps["err"]].decode("utf-8", "replace"),
         "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None, "signal": sig,
@@ -283,6 +288,7 @@ def main():
     opts = json.loads(sys.argv[1])
     exec(compile(opts.pop("harness"), "<harness>", "exec"), HARNESS)
     rfd, wfd = os.dup(0), os.dup(1)
+    opts["ctl_fd"] = rfd  # an evaluator child reads its own frame from it
     null = os.open("/dev/null", os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
