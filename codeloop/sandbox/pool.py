@@ -76,9 +76,13 @@ def lease_uid() -> tuple[int, int]:
     raise SandboxError(f"all {UID_SPAN} sandbox uids from {UID_BASE} are leased ({UID_LOCKS})")
 
 
+# Modules the zygote imports once, so jobs (and evaluators) find them loaded: those the
+# datasets' programs and tests import. Every module here makes each fork and exit dearer
+# (its pages are the zygote's), so rarely used ones (hashlib: +5 MB of libcrypto,
+# statistics, datetime, textwrap, unicodedata) are left to the jobs that import them.
 PRELOAD = ["collections", "math", "itertools", "functools", "re", "heapq", "bisect", "string",
-           "operator", "typing", "copy", "random", "statistics", "datetime", "json",
-           "decimal", "fractions", "array", "hashlib", "cmath", "textwrap", "unicodedata"]  # fmt: skip
+           "operator", "typing", "copy", "random", "json", "decimal", "fractions", "array",
+           "cmath"]  # fmt: skip
 GRACE_S = 10.0  # on top of the job deadline before we call a zygote hung
 
 

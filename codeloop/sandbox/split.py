@@ -99,8 +99,26 @@ def _is_safe_callee(func: ast.AST, shadow: frozenset[str]) -> bool:
     )
 
 
+_AT = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}
+
+
+def _new(cls: type, **fields: Any) -> Any:
+    """A node for the parent's check, located (so no fix_missing_locations walk)."""
+    return cls(**fields, **_AT)
+
+
+def _text(source: str, node: ast.AST) -> str:
+    """The node's own text in the test (unparse is the slow part of planning); several
+    lines get parentheses so they stay one expression."""
+    seg = ast.get_source_segment(source, node)
+    if seg is None:
+        return ast.unparse(node)
+    return seg if "\n" not in seg else f"({seg})"
+
+
 class _Splitter:
-    def __init__(self, shadow: frozenset[str]) -> None:
+    def __init__(self, shadow: frozenset[str], source: str = "") -> None:
+        self.source = source
         self.shadow = shadow
         self.holes: list[str] = []
         self.needs_eval = False
@@ -109,17 +127,17 @@ class _Splitter:
         """Cut ``node`` out for the child; ``merged``: it holds more than the program's part."""
         if merged or any(isinstance(sub, _TEST_LOGIC) for sub in ast.walk(node)):
             self.needs_eval = True  # the child would see (and could answer) the check itself
-        self.holes.append(ast.unparse(node))
-        return ast.Name(id=f"_h{len(self.holes) - 1}", ctx=ast.Load())
+        self.holes.append(_text(self.source, node))
+        return _new(ast.Name, id=f"_h{len(self.holes) - 1}", ctx=ast.Load())
 
     def visit(self, node: ast.expr) -> ast.expr:
         """Return a parent-side expression; untrusted parts replaced by hole names."""
         if _is_trusted(node, self.shadow):
             return node
         if isinstance(node, ast.BoolOp):
-            return ast.BoolOp(op=node.op, values=[self.visit(v) for v in node.values])
+            return _new(ast.BoolOp, op=node.op, values=[self.visit(v) for v in node.values])
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub, ast.UAdd)):
-            return ast.UnaryOp(op=node.op, operand=self.visit(node.operand))
+            return _new(ast.UnaryOp, op=node.op, operand=self.visit(node.operand))
         if isinstance(node, ast.Compare):
             return self._compare(node)
         kids: list[ast.expr] = []
@@ -146,15 +164,16 @@ class _Splitter:
         pairs = []
         for op, left, right in zip(node.ops, new, new[1:], strict=False):
             if isinstance(op, (ast.Eq, ast.NotEq)):
-                call = ast.Call(
-                    func=ast.Name(id="_eq", ctx=ast.Load()), args=[left, right], keywords=[]
-                )
+                eq = _new(ast.Name, id="_eq", ctx=ast.Load())
+                call = _new(ast.Call, func=eq, args=[left, right], keywords=[])
                 pairs.append(
-                    call if isinstance(op, ast.Eq) else ast.UnaryOp(op=ast.Not(), operand=call)
+                    call
+                    if isinstance(op, ast.Eq)
+                    else _new(ast.UnaryOp, op=ast.Not(), operand=call)
                 )
             else:
-                pairs.append(ast.Compare(left=left, ops=[op], comparators=[right]))
-        return pairs[0] if len(pairs) == 1 else ast.BoolOp(op=ast.And(), values=pairs)
+                pairs.append(_new(ast.Compare, left=left, ops=[op], comparators=[right]))
+        return pairs[0] if len(pairs) == 1 else _new(ast.BoolOp, op=ast.And(), values=pairs)
 
 
 def _replace_child(parent: ast.expr, old: ast.expr, new: ast.expr) -> ast.expr:
@@ -189,8 +208,9 @@ def plan_test(test: str, io_style: str = "function", shadow: frozenset[str] = fr
                 f"stdio test is not JSON {{input, output}}: {exc}: {test[:120]!r}"
             ) from None
         return Plan(kind="stdio", source=test, stdin=str(stdin), expected_output=str(expected))
+    source = test.strip()
     try:
-        tree = ast.parse(test.strip())
+        tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return Plan(kind="eval", source=test)
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
@@ -199,12 +219,12 @@ def plan_test(test: str, io_style: str = "function", shadow: frozenset[str] = fr
     original = tree.body[0].test
     if isinstance(original, ast.Compare) and len(original.ops) == 1:
         left, right = original.left, original.comparators[0]
-        expected = ast.unparse(right if _is_trusted(right, shadow) else left)
-    splitter = _Splitter(shadow)
+        expected = _text(source, right if _is_trusted(right, shadow) else left)
+    splitter = _Splitter(shadow, source)
     expr = splitter.visit(original)
     if splitter.needs_eval:
         return Plan(kind="eval", source=test)
-    code = compile(ast.fix_missing_locations(ast.Expression(body=expr)), "<check>", "eval")
+    code = compile(ast.Expression(body=expr), "<check>", "eval")
     return Plan("holes", test, tuple(splitter.holes), code, expected_src=expected)
 
 
