@@ -18,9 +18,9 @@ Two processes judge a function task, forked side by side by the zygote for each 
 Why no channel can lie: the only lines we take as a pass are (a) a check this module ran on
 values, and a value is just the program's answer (faking its line is the same as returning
 it); (b) an ``ok`` from the evaluator's own pipe, which no process running model code holds
-(the model child is forked with fds 0-5 only, after the verdict pipe is closed to it, and
-the evaluator is non-dumpable, so a process of the same uid cannot ptrace it nor open its
-/proc fds or memory). What the model child writes on any fd it has (its result pipe, its
+(once forked, the model child keeps fds 0-5 only: the verdict pipe's write end is closed
+in it before any model code runs; and the evaluator is non-dumpable, so a process of the
+same uid cannot ptrace it nor open its /proc fds or memory). What the model child writes on any fd it has (its result pipe, its
 answer pipe) is at most its own answer to a call; it cannot see what an answer is checked
 against. Malformed lines are ignored, exit codes, stdout and stderr are never evidence of a
 pass, and a missing verdict is a failure.
