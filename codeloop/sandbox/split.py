@@ -110,6 +110,8 @@ def _new(cls: type, **fields: Any) -> Any:
 def _text(source: str, node: ast.AST) -> str:
     """The node's own text in the test (unparse is the slow part of planning); several
     lines get parentheses so they stay one expression."""
+    if "\n" not in source and source.isascii():  # offsets are bytes: equal to str indices
+        return source[node.col_offset : node.end_col_offset]
     seg = ast.get_source_segment(source, node)
     if seg is None:
         return ast.unparse(node)
@@ -122,6 +124,14 @@ class _Splitter:
         self.shadow = shadow
         self.holes: list[str] = []
         self.needs_eval = False
+        self._trusted: dict[int, bool] = {}
+
+    def trusted(self, node: ast.AST) -> bool:
+        """``_is_trusted``, remembered: a comparison's sides are asked about more than once."""
+        known = self._trusted.get(id(node))
+        if known is None:
+            known = self._trusted[id(node)] = _is_trusted(node, self.shadow)
+        return known
 
     def hole(self, node: ast.expr, merged: bool) -> ast.expr:
         """Cut ``node`` out for the child; ``merged``: it holds more than the program's part."""
@@ -132,7 +142,7 @@ class _Splitter:
 
     def visit(self, node: ast.expr) -> ast.expr:
         """Return a parent-side expression; untrusted parts replaced by hole names."""
-        if _is_trusted(node, self.shadow):
+        if self.trusted(node):
             return node
         if isinstance(node, ast.BoolOp):
             return _new(ast.BoolOp, op=node.op, values=[self.visit(v) for v in node.values])
@@ -147,18 +157,18 @@ class _Splitter:
             kids = list(node.args) + [k.value for k in node.keywords]
         elif isinstance(node, ast.BinOp) and isinstance(node.op, _HOLE_BINOPS):
             kids = [node.left, node.right]
-        elif isinstance(node, ast.Subscript) and _is_trusted(node.slice, self.shadow):
+        elif isinstance(node, ast.Subscript) and self.trusted(node.slice):
             kids = [node.value]
         else:
             return self.hole(node, merged=False)
-        untrusted = [k for k in kids if not _is_trusted(k, self.shadow)]
+        untrusted = [k for k in kids if not self.trusted(k)]
         if len(untrusted) > 1:
             return self.hole(node, merged=True)
         return _replace_child(node, untrusted[0], self.visit(untrusted[0]))
 
     def _compare(self, node: ast.Compare) -> ast.expr:
         operands = [node.left, *node.comparators]
-        if sum(not _is_trusted(o, self.shadow) for o in operands) > 1:
+        if sum(not self.trusted(o) for o in operands) > 1:
             return self.hole(node, merged=True)
         new = [self.visit(o) for o in operands]
         pairs = []
@@ -217,10 +227,10 @@ def plan_test(test: str, io_style: str = "function", shadow: frozenset[str] = fr
         return Plan(kind="eval", source=test)
     expected = ""
     original = tree.body[0].test
+    splitter = _Splitter(shadow, source)
     if isinstance(original, ast.Compare) and len(original.ops) == 1:
         left, right = original.left, original.comparators[0]
-        expected = _text(source, right if _is_trusted(right, shadow) else left)
-    splitter = _Splitter(shadow, source)
+        expected = _text(source, right if splitter.trusted(right) else left)
     expr = splitter.visit(original)
     if splitter.needs_eval:
         return Plan(kind="eval", source=test)
