@@ -141,3 +141,16 @@ def test_the_expected_values_of_an_evaluator_test_are_nowhere_in_the_model_child
 def test_the_memory_scan_finds_a_value_the_model_child_was_given(executor):
     job = ExecJob(code=SCAN, tests=["assert all(f('987654321') == 0 for _ in range(1))"])
     assert executor.run(job).status == "failed"
+
+
+def test_a_forged_list_of_names_is_the_programs_failure_not_a_sandbox_fault(executor):
+    forged = '{"names": {"f": ["x", {"e": ["ValueError", "forged"]}], "g": ["x", {"v": 1}]}}'
+    code = f"import os\nos.write(5, b'{forged}\\n')\ndef f(x):\n    return x\n"
+    r = executor.run(ExecJob(code=code, tests=["assert all(f(i) == i for i in range(3))"]))
+    assert r.status == "runtime_error" and r.error_type == "NameError"
+
+
+def test_a_program_that_exits_inside_a_bare_except_earns_no_pass(executor):
+    code = "import os\ndef f(x):\n    os._exit(0)\n"
+    r = executor.run(ExecJob(code=code, tests=["try:\n    f(1)\nexcept:\n    pass"]))
+    assert not r.passed and r.tests_passed == 0

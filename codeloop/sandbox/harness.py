@@ -26,6 +26,7 @@ import sys
 # isinstance, json.dumps... does not change what the harness calls.
 _exec, _eval, _compile, _type, _str, _len = exec, eval, compile, type, str, len
 _dumps, _loads, _write, _Module = json.dumps, json.loads, os.write, _type(os)
+_open, _callable, _getattr, _setattr = open, callable, getattr, setattr
 _MAX_DEPTH = 64
 _MAX_ITEMS = 200_000
 
@@ -250,10 +251,10 @@ def _serve(ns, calls_fd, answers_fd):
         if not name.startswith("__"):
             t = _type(v)
             names[name] = (
-                ["m", v.__name__] if t is _Module else ["c"] if callable(v) else ["x", wrap(v)]
+                ["m", v.__name__] if t is _Module else ["c"] if _callable(v) else ["x", wrap(v)]
             )
     answer({"names": names})
-    for line in open(calls_fd, "rb", closefd=False):
+    for line in _open(calls_fd, "rb", closefd=False):
         try:
             op, ref, *rest = _loads(line)
             target = resolve(ref)
@@ -261,9 +262,9 @@ def _serve(ns, calls_fd, answers_fd):
                 args, kwargs = decode(rest[0], resolve), decode(rest[1], resolve)
                 out = wrap(target(*args, **kwargs))
             elif op == "get":
-                out = wrap(getattr(target, rest[0]))
+                out = wrap(_getattr(target, rest[0]))
             else:
-                setattr(target, rest[0], decode(rest[1], resolve))
+                _setattr(target, rest[0], decode(rest[1], resolve))
                 out = {"v": None}
         except BaseException as e:
             out = {"e": _describe(e)}
