@@ -154,3 +154,15 @@ def test_a_program_that_exits_inside_a_bare_except_earns_no_pass(executor):
     code = "import os\ndef f(x):\n    os._exit(0)\n"
     r = executor.run(ExecJob(code=code, tests=["try:\n    f(1)\nexcept:\n    pass"]))
     assert not r.passed and r.tests_passed == 0
+
+
+def test_deeply_nested_lines_on_every_fd_are_the_programs_failure_not_a_crash(executor):
+    code = (
+        "import os\ndeep = b'[' * 200000 + b']' * 200000 + b'\\n'\n"
+        "for fd in range(3, 64):\n    try:\n        os.write(fd, deep)\n    except OSError:\n        pass\n"
+        "def f(x):\n    return x\n"
+    )
+    r = executor.run(
+        ExecJob(code=code, tests=["assert f(1) == 2", "assert all(f(i) == i for i in [1])"])
+    )
+    assert not r.passed and r.tests_passed == 0

@@ -81,7 +81,7 @@ class _Link:
             raise self._broken("the program exited or closed its answer pipe")
         try:
             msg = _loads(line)
-        except ValueError:
+        except (ValueError, RecursionError, MemoryError):  # (a line nested 100k deep...)
             msg = None
         if _type(msg) is not dict:
             raise self._broken("unreadable answer from the program")
@@ -103,7 +103,7 @@ class _Link:
         if "v" in msg:
             try:
                 return decode(msg["v"])
-            except BadValue as e:
+            except (BadValue, RecursionError, MemoryError) as e:
                 raise self._broken(f"malformed value from the program: {e}") from None
         if _type(msg.get("h")) is int:
             return Remote(["h", msg["h"]])
@@ -171,7 +171,8 @@ def _bind(ns, names, link):
             module = _stdlib_module(kind[1] if _len(kind) > 1 else None)
             ns[name] = module if module is not None else Remote(["n", name])
         elif kind[0] == "x" and _len(kind) == 2 and _type(kind[1]) is dict:
-            ns[name] = link.value(kind[1])
+            if "v" in kind[1] or "h" in kind[1]:  # (an "e" here is a malformed list)
+                ns[name] = link.value(kind[1])
         else:
             ns[name] = Remote(["n", name])
 
@@ -181,7 +182,8 @@ def _judge(frame, link, emit):
         first = link.receive()
         ns = {"__name__": "__test__", "__builtins__": builtins}
         _bind(ns, first.get("names"), link)
-    except ProgramGone:
+    except (Exception, ProgramGone) as e:  # model data, however odd, is never our fault
+        link._broken(f"unusable list of the program's names: {type(e).__name__}")
         for i, _ in frame["tests"]:
             emit({"i": i, "gone": link.gone})
         return
@@ -199,7 +201,9 @@ def _judge(frame, link, emit):
             if failed_setup is not None:
                 raise failed_setup
             _exec(_compile(src, "<test>", "exec"), ns)
-            emit({"i": i, "ok": True})
+            # the program vanished mid-test and a bare except swallowed it: in one process
+            # (plain Python) that test would have died with it, so it does not pass here
+            emit({"i": i, "gone": link.gone} if link.gone else {"i": i, "ok": True})
         except ProgramGone:
             emit({"i": i, "gone": link.gone})
         except BaseException as e:

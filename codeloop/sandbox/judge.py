@@ -103,7 +103,7 @@ def _parse_lines(text: str, n: int) -> tuple[dict | None, dict[int, dict], bool,
     for line in text.splitlines():
         try:
             msg = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # a child's line nested 100k deep
             continue
         if not isinstance(msg, dict):
             continue
