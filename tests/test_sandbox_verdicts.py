@@ -226,3 +226,18 @@ def test_run_many_returns_results_in_input_order(executor):
     jobs[5] = ExecJob(code="def f(): return -1", tests=["assert f() == 5"])
     statuses = [r.status for r in executor.run_many(jobs)]
     assert statuses == ["passed"] * 5 + ["failed"] + ["passed"] * 6
+
+
+def test_setup_code_of_imports_only_keeps_the_tests_split_and_reaches_the_program(executor):
+    job = ExecJob(code="def f(x): return x * 2", tests=["assert f(math.pi) == 2 * math.pi"],
+                  setup_code="import math")  # fmt: skip
+    assert plan_job(job)[0].kind == "holes"
+    r = executor.run(job)
+    assert r.passed and r.test_results[0].got == repr(2 * 3.141592653589793)
+
+
+def test_setup_code_beyond_imports_sends_every_test_to_the_evaluator():
+    job = ExecJob(
+        code="def f(x): return x", tests=["assert f(1) == 1"], setup_code="import math\nk = 1"
+    )
+    assert plan_job(job)[0].kind == "eval"

@@ -195,6 +195,8 @@ def _run_function(compiled, req, emit):
     ns = {"__name__": "__solution__", "__builtins__": builtins}
     try:
         _exec(compiled, ns)
+        if req.get("setup"):  # imports only (judge.imports_only); other setup never comes here
+            _exec(_compile(req["setup"], "<setup>", "exec"), ns)
     except BaseException as e:
         emit({"load": "error", "error": _describe(e)})
         return

@@ -28,9 +28,11 @@ pass, and a missing verdict is a failure.
 
 from __future__ import annotations
 
+import ast
 import json
 import signal
 import struct
+from functools import lru_cache
 from typing import Any
 
 from codeloop.sandbox.base import ExecJob, ExecResult, SandboxError, TestResult
@@ -55,10 +57,22 @@ def wall_cap(timeout_s: float) -> float:
 _ERROR_STATUS = {"MemoryError": "memory_limit", "RecursionError": "runtime_error"}
 
 
+@lru_cache(maxsize=4096)
+def imports_only(setup: str) -> bool:
+    """Whether setup code is only imports (MBPP's test_imports): nothing a test checks
+    against, so the model child may run it too and the tests still split."""
+    try:
+        body = ast.parse(setup).body
+    except (SyntaxError, ValueError):
+        return False
+    return all(isinstance(node, (ast.Import, ast.ImportFrom)) for node in body)
+
+
 def plan_job(job: ExecJob) -> list[Plan]:
-    """One plan per test. With setup code every test is ``eval``: the setup (fixtures,
-    sometimes expected values, e.g. HumanEval/151's ``odd_sum``) runs in the evaluator only."""
-    if job.io_style != "stdio" and job.setup_code.strip():
+    """One plan per test. With setup code other than imports every test is ``eval``: the
+    setup (fixtures, sometimes expected values, e.g. HumanEval/151's ``odd_sum``) runs in
+    the evaluator only."""
+    if job.io_style != "stdio" and job.setup_code.strip() and not imports_only(job.setup_code):
         return [Plan(kind="eval", source=t) for t in job.tests]
     shadow = shadowed_names(job.code, job.entry_point + "=" if job.entry_point else "")
     return [plan_test(t, job.io_style, shadow) for t in job.tests]
@@ -76,8 +90,9 @@ def build_request(
     else:
         items = [[i, list(p.holes)] for i, p in enumerate(plans) if p.kind == "holes"]
         judged = [[i, p.source] for i, p in enumerate(plans) if p.kind == "eval"]
-    req = {"code": job.code, "entry": job.entry_point, "mode": job.io_style, "items": items,
-           "out_cap": out_cap, "serve": bool(judged)}  # fmt: skip
+    setup = job.setup_code if job.io_style != "stdio" and imports_only(job.setup_code) else ""
+    req = {"code": job.code, "setup": setup, "entry": job.entry_point, "mode": job.io_style,
+           "items": items, "out_cap": out_cap, "serve": bool(judged)}  # fmt: skip
     out = {"req": req, "timeout": timeout_s, "wall_cap": wall_cap(timeout_s),
            "memory_mb": memory_mb, "out_cap": out_cap, "result_cap": RESULT_CAP}  # fmt: skip
     if judged:
