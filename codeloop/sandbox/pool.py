@@ -45,7 +45,8 @@ from codeloop.sandbox.judge import (
 )
 
 HERE = Path(__file__).resolve().parent
-# one program: budget.py defines what zygote.py uses (both stdlib only)
+# one program each (stdlib only): budget.py and evaluator_fork.py define what zygote.py
+# uses; evaluator.py, run in the evaluator child, uses harness.py's wire format
 ZYGOTE_SRC = "\n\n".join(
     (HERE / f).read_text() for f in ("budget.py", "evaluator_fork.py", "zygote.py")
 )
