@@ -207,3 +207,19 @@ def test_an_apps_leetcode_style_task_calls_the_method_through_the_evaluator(tmp_
                                                  {"task_id": "apps/8", "completion": code.replace("a + b", "a - b")}])  # fmt: skip
     assert exec_cli(tasks, samples, tmp_path / "r.jsonl") == 0
     assert [r["status"] for r in read_jsonl(tmp_path / "r.jsonl")] == ["passed", "failed"]
+
+
+def test_exec_imports_neither_torch_nor_transformers_nor_pandas(tmp_path):
+    import subprocess
+    import sys
+
+    tasks = write_jsonl(tmp_path / "t.jsonl", [_he_row("T/0", CHECK)])
+    samples = write_jsonl(tmp_path / "s.jsonl", [{"task_id": "T/0", "completion": "def f(x):\n    return x + 1\n"}])  # fmt: skip
+    probe = (
+        "import sys\nfrom codeloop.cli import main\n"
+        f"rc = main(['exec', '--tasks', {str(tasks)!r}, '--samples', {str(samples)!r}, "
+        f"'--out', {str(tmp_path / 'r.jsonl')!r}, '--workers', '1', '--no-progress'])\n"
+        "print(rc, sorted(m for m in ('torch', 'transformers', 'pandas') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[0] == "0 []"
