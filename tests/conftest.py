@@ -6,7 +6,9 @@ ever writes into the developer's ~/.prefect or phones home.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -14,6 +16,8 @@ import pytest
 
 _PREFECT_HOME = tempfile.mkdtemp(prefix="codeloop-prefect-home-")
 os.environ.setdefault("PREFECT_HOME", _PREFECT_HOME)
+# ours alone is removed at exit (one was left in /tmp per test session before)
+atexit.register(shutil.rmtree, _PREFECT_HOME, ignore_errors=True)
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ["DO_NOT_TRACK"] = "1"
 os.environ["DVC_NO_ANALYTICS"] = "1"

@@ -126,3 +126,100 @@ def test_canonical_tasks_are_detected_and_judged(tmp_path):
     assert exec_cli(tasks, samples, tmp_path / "r.jsonl") == 0
     r = read_jsonl(tmp_path / "r.jsonl")
     assert [x["passed"] for x in r] == [True, False] and r[1]["tests_passed"] == 1
+
+
+def _he_row(task_id: str, test: str, entry: str = "f", prompt: str = "") -> dict:
+    return {"task_id": task_id, "prompt": prompt, "entry_point": entry, "test": test,
+            "canonical_solution": "def f(x):\n    return x + 1\n"}  # fmt: skip
+
+
+CHECK = "def check(candidate):\n    assert candidate(1) == 2\n"
+
+
+def test_a_humaneval_row_with_an_empty_prompt_is_judged_on_the_completion_alone(tmp_path):
+    tasks = write_jsonl(tmp_path / "t.jsonl", [_he_row("T/0", CHECK)])
+    samples = write_jsonl(tmp_path / "s.jsonl", [{"task_id": "T/0", "completion": "def f(x):\n    return x + 1\n"}])  # fmt: skip
+    assert exec_cli(tasks, samples, tmp_path / "r.jsonl") == 0
+    assert read_jsonl(tmp_path / "r.jsonl")[0]["status"] == "passed"
+
+
+def _file_with_rejected_tasks(tmp_path: Path) -> tuple[Path, Path]:
+    rows = [_he_row("T/0", CHECK), _he_row("T/1", "def check(candidate):\n    assert candidate(1) ==\n"),
+            _he_row("T/2", CHECK), _he_row("T/3", "def check(candidate):\n    assert (\n")]  # fmt: skip
+    samples = [
+        {"task_id": f"T/{i}", "completion": "def f(x):\n    return x + 1\n"}
+        for i in (0, 1, 2, 3, 1)
+    ]
+    return write_jsonl(tmp_path / "t.jsonl", rows), write_jsonl(tmp_path / "s.jsonl", samples)
+
+
+def test_samples_of_rejected_tasks_get_a_task_rejected_row_and_the_others_are_judged(
+    tmp_path, capsys
+):
+    tasks, samples = _file_with_rejected_tasks(tmp_path)
+    assert exec_cli(tasks, samples, tmp_path / "r.jsonl") == 0
+    rows = read_jsonl(tmp_path / "r.jsonl")
+    assert [r["status"] for r in rows] == [
+        "passed",
+        "task_rejected",
+        "passed",
+        "task_rejected",
+        "task_rejected",
+    ]
+    assert "field 'test'" in rows[1]["detail"] and "does not parse" in rows[1]["detail"]
+
+
+def test_rejected_tasks_are_summarised_by_reason(tmp_path, capsys):
+    tasks, samples = _file_with_rejected_tasks(tmp_path)
+    exec_cli(tasks, samples, tmp_path / "r.jsonl")
+    err = capsys.readouterr().err
+    assert "2 task(s) rejected by the loader (3 sample(s) written as task_rejected)" in err
+    assert "    2  test: test does not parse" in err
+
+
+def test_strict_makes_a_rejected_task_an_error_after_writing_every_row(tmp_path):
+    tasks, samples = _file_with_rejected_tasks(tmp_path)
+    assert exec_cli(tasks, samples, tmp_path / "r.jsonl", "--strict") == 2
+    assert len(read_jsonl(tmp_path / "r.jsonl")) == 5
+
+
+def test_an_apps_stdio_task_is_judged_on_its_output(tmp_path):
+    row = {"problem_id": 7, "question": "Print the sum of two numbers.", "difficulty": "intro",
+           "solutions": json.dumps(["a, b = map(int, input().split())\nprint(a + b)"]),
+           "input_output": json.dumps({"inputs": ["1 2\n", "5 5\n"], "outputs": ["3\n", "10\n"]})}  # fmt: skip
+    tasks = write_jsonl(tmp_path / "apps.jsonl", [row])
+    samples = write_jsonl(tmp_path / "s.jsonl", [
+        {"task_id": "apps/7", "completion": "a, b = map(int, input().split())\nprint(a + b)"},
+        {"task_id": 7, "completion": "a, b = map(int, input().split())\nprint(a * b)"}])  # fmt: skip
+    assert exec_cli(tasks, samples, tmp_path / "r.jsonl") == 0
+    assert [(r["status"], r["tests_passed"]) for r in read_jsonl(tmp_path / "r.jsonl")] == [
+        ("passed", 2),
+        ("failed", 0),
+    ]
+
+
+def test_an_apps_leetcode_style_task_calls_the_method_through_the_evaluator(tmp_path):
+    code = "class Solution:\n    def add(self, a, b):\n        return a + b\n"
+    row = {"problem_id": 8, "question": "Add.", "solutions": json.dumps([code]),
+           "input_output": json.dumps({"fn_name": "add", "inputs": [[1, 2], [3, 4]], "outputs": [[3], [7]]})}  # fmt: skip
+    tasks = write_jsonl(tmp_path / "apps.jsonl", [row])
+    samples = write_jsonl(tmp_path / "s.jsonl", [{"task_id": "apps/8", "completion": code},
+                                                 {"task_id": "apps/8", "completion": code.replace("a + b", "a - b")}])  # fmt: skip
+    assert exec_cli(tasks, samples, tmp_path / "r.jsonl") == 0
+    assert [r["status"] for r in read_jsonl(tmp_path / "r.jsonl")] == ["passed", "failed"]
+
+
+def test_exec_imports_neither_torch_nor_transformers_nor_pandas(tmp_path):
+    import subprocess
+    import sys
+
+    tasks = write_jsonl(tmp_path / "t.jsonl", [_he_row("T/0", CHECK)])
+    samples = write_jsonl(tmp_path / "s.jsonl", [{"task_id": "T/0", "completion": "def f(x):\n    return x + 1\n"}])  # fmt: skip
+    probe = (
+        "import sys\nfrom codeloop.cli import main\n"
+        f"rc = main(['exec', '--tasks', {str(tasks)!r}, '--samples', {str(samples)!r}, "
+        f"'--out', {str(tmp_path / 'r.jsonl')!r}, '--workers', '1', '--no-progress'])\n"
+        "print(rc, sorted(m for m in ('torch', 'transformers', 'pandas') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[0] == "0 []"

@@ -8,22 +8,14 @@ correct program right after still passes. The expected value (7919) is never gue
 
 from __future__ import annotations
 
-import os
-import socket
-import threading
-import time
-from pathlib import Path
-
 import pytest
 
-from codeloop.config import SandboxConfig
-from codeloop.sandbox import ExecJob, make_executor
-from codeloop.sandbox.docker_backend import skip_without_docker_engine
-from codeloop.sandbox.judge import wall_cap
+from codeloop.sandbox import ExecJob
+from tests import _hostile
+from tests._hostile import HOST_MARK, assert_no_pass_and_no_trace
 
-SECRET = "codeloop-hostile-secret-5d1e"
-HOST_MARK = Path("/work/main/.hostile-was-here")
-TESTS = ["assert f(1) == 7919"]
+executor, listener = _hostile.executor, _hostile.listener  # the shared fixtures, by name
+
 P = "import os, sys, signal, time\n"
 
 CASES = {
@@ -86,90 +78,6 @@ CASES = {
     "block_on_stdin": "import sys\ndef f(x): return int(sys.stdin.read() or input())",
     "unclosed_string_swallows_tests": 'def f(x):\n    return 7919 if False else 0\ns = """',
 }  # fmt: skip
-
-
-@pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])
-def executor(request):
-    if request.param == "docker":
-        skip_without_docker_engine()
-    os.environ["CODELOOP_TEST_SECRET"] = SECRET  # present in the parent: must not reach the child
-    ex = make_executor(
-        SandboxConfig(backend=request.param, timeout_s=2.0, workers=1, memory_mb=256)
-    )
-    ex.run(ExecJob(code="def f(x): return x", tests=["assert f(1) == 1"]))  # start the zygote
-    yield ex
-    ex.close()
-    os.environ.pop("CODELOOP_TEST_SECRET", None)
-
-
-def zygote_pid(ex) -> int:
-    (z,) = ex._zygotes.values()
-    return z.host_pid()
-
-
-def zygote_children(pid: int) -> list[str]:
-    return [
-        c
-        for t in os.listdir(f"/proc/{pid}/task")
-        for c in Path(f"/proc/{pid}/task/{t}/children").read_text().split()
-    ]
-
-
-def scratch_entries(pid: int) -> dict[str, list[str]]:
-    """What is left in the zygote's scratch dirs (those its root has: a private root has
-    no /var/tmp) and in its work root."""
-    root = Path(f"/proc/{pid}/root")
-    out = {d: sorted(os.listdir(root / d[1:])) for d in SCRATCH if (root / d[1:]).is_dir()}
-    out["work"] = sorted(os.listdir(root / "tmp/codeloop-work"))
-    return out
-
-
-SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
-CLEAN = {"/tmp": ["codeloop-work"], "/var/tmp": [], "/dev/shm": [], "work": []}
-
-
-@pytest.fixture
-def listener():
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(5)
-    srv.settimeout(0.2)
-    got, stop = [], threading.Event()
-
-    def accept():
-        while not stop.is_set():
-            try:
-                got.append(srv.accept())
-            except OSError:
-                continue
-
-    th = threading.Thread(target=accept, daemon=True)
-    th.start()
-    yield srv.getsockname()[1], got
-    stop.set()
-    th.join()
-    srv.close()
-
-
-def assert_no_pass_and_no_trace(executor, code: str, connections: list) -> None:
-    """The checks every hostile program must meet (see the module docstring)."""
-    pid = zygote_pid(executor)
-    t0 = time.monotonic()
-    r = executor.run(ExecJob(code=code, tests=TESTS))
-    wall = time.monotonic() - t0
-    assert not r.passed and r.tests_passed == 0, (r.status, r.test_results, r.stdout[-2000:])
-    # Bounded: the time budget (2 s) is charged in CPU and non-waiting time, so on a
-    # loaded host a CPU burner may run longer in wall time, never past the hard cap.
-    assert wall < wall_cap(2.0) + 5.0
-    assert SECRET not in r.stdout + r.stderr + "".join(t.got + t.message for t in r.test_results)
-    assert os.getpid() and zygote_pid(executor) == pid  # we and the zygote are alive
-    assert zygote_children(pid) == []
-    left = scratch_entries(pid)
-    assert left == {k: v for k, v in CLEAN.items() if k in left}
-    assert not HOST_MARK.exists()
-    assert connections == []
-    follow = executor.run(ExecJob(code="def f(x): return 7919", tests=TESTS))
-    assert follow.passed, follow
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

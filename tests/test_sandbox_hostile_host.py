@@ -17,17 +17,12 @@ import pytest
 
 from codeloop.sandbox import ExecJob
 from codeloop.sandbox.isolation import FULL_SEAL
-from tests import test_sandbox_hostile as hostile
-from tests.test_sandbox_hostile import TESTS, assert_no_pass_and_no_trace
+from tests import _hostile
+from tests._hostile import PLANT_DIRS, PLANT_NAME, PLANT_ROW, TESTS, assert_no_pass_and_no_trace
 
-executor, listener = hostile.executor, hostile.listener  # the same fixtures, by name
+executor, listener = _hostile.executor, _hostile.listener  # the shared fixtures, by name
 
 REPO = Path(__file__).resolve().parents[1]
-PLANT_NAME = "codeloop-hostile-plant.jsonl"
-PLANT_ROW = '{"task_id": "hostile/1", "test_list": ["assert f(1) == 7919"]}\n'
-PLANT_DIRS = ["/tmp", "/var/tmp", "/srv", "/opt", "/mnt", "/home", "/root", "/work", "/dev/shm",
-              str(REPO), str(REPO / "data"), str(REPO.parent / "shared"), sys.prefix,
-              os.path.expanduser("~")]  # fmt: skip
 HOST_FILES = [str(REPO / "pyproject.toml"), str(REPO / "codeloop" / "config.py"),
               str(REPO.parent / "shared" / "data" / "mbpp.jsonl"), os.path.join(sys.prefix, "pyvenv.cfg"),
               str(Path(__file__).resolve())]  # fmt: skip

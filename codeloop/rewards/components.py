@@ -83,7 +83,7 @@ def test_partial_credit(tr: TestResult, io_style: str = "function") -> float:
         return RLTF_PASS
     if tr.status == "runtime_error":
         return RLTF_CONTRACT_ERROR if tr.error_type in RLTF_CONTRACT_ERRORS else 0.0
-    if tr.status != "failed" or io_style != "function" or tr.in_sandbox:
+    if tr.status != "failed" or io_style != "function":
         return 0.0
     got, want = value_type(tr.got), value_type(tr.expected)
     return RLTF_RIGHT_TYPE if got is not None and got == want else 0.0

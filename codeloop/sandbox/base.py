@@ -49,7 +49,6 @@ class TestResult:
     expected: str = ""
     error_type: str = ""
     message: str = ""
-    in_sandbox: bool = False  # the assert could not be split and ran in the child
 
 
 @dataclass

@@ -24,6 +24,7 @@ import time
 
 from codeloop.config import SandboxConfig
 from codeloop.sandbox.base import SandboxError
+from codeloop.sandbox.judge import wire
 from codeloop.sandbox.pool import ZYGOTE_SRC, PoolExecutor, zygote_opts
 
 IMAGE = os.environ.get("CODELOOP_SANDBOX_IMAGE", "codeloop-sandbox:bookworm")
@@ -139,9 +140,8 @@ class DockerZygote:
 
     def send(self, job: dict) -> None:
         """Queue one job (see pool.Lane)."""
-        data = json.dumps(job).encode("utf-8", "surrogatepass")
         try:
-            self.raw.sendall(struct.pack(">I", len(data)) + data)
+            self.raw.sendall(wire(job))
         except OSError as exc:
             raise SandboxError(f"sandbox container is gone: {exc}") from exc
 

@@ -6,7 +6,12 @@ ever *evaluates*: for function tasks it returns the plain-data value of each tes
 (the calls the parent cut out of the asserts), for stdio tasks the program's output. It
 never sees expected values, so nothing it prints, returns or exits with can fake a pass.
 Everything here runs in the same process as the model's code, so the parent treats every
-message from it as untrusted data (only values, never verdicts, except in_sandbox checks).
+message from it as untrusted data: values, never verdicts. Tests that cannot be split are
+judged by the evaluator child (evaluator.py), whose calls on the program this child answers
+(``_serve``) with plain values too.
+
+``_encode`` / ``decode`` are the one wire format of plain data, used by this child, the
+evaluator and the parent (codeloop.sandbox.values).
 """
 
 import builtins
@@ -20,7 +25,8 @@ import sys
 # Bound once when the zygote loads the harness: a program that rebinds builtins.exec,
 # isinstance, json.dumps... does not change what the harness calls.
 _exec, _eval, _compile, _type, _str, _len = exec, eval, compile, type, str, len
-_dumps, _write = json.dumps, os.write
+_dumps, _loads, _write, _Module = json.dumps, json.loads, os.write, _type(os)
+_open, _callable, _getattr, _setattr = open, callable, getattr, setattr
 _MAX_DEPTH = 64
 _MAX_ITEMS = 200_000
 
@@ -41,6 +47,8 @@ def _encode(v, depth=0, count=None):
     if t is list:
         return [_encode(x, depth + 1, count) for x in v]
     tag = _TAGS.get(t)
+    if tag is None and t in _REFS:
+        return {"@": _REFS[t](v)}
     if tag is None:
         raise _Unsupported(f"a value of type {t.__name__!s} is not plain data")
     if tag in "dCOD":
@@ -68,6 +76,60 @@ _TAGS = {
     collections.deque: "q", bytes: "b", bytearray: "B", complex: "c", range: "r",
     decimal.Decimal: "M", fractions.Fraction: "R",
 }  # fmt: skip
+
+
+class BadValue(ValueError):
+    """Not a well-formed encoded value."""
+
+
+def decode(v, refs=None):
+    """Tagged JSON -> exact stdlib value (BadValue if malformed). ``refs`` resolves
+    ``{"@": ref}`` (a program object named by the evaluator); None refuses it."""
+    t = _type(v)
+    if v is None or t is bool or t is int or t is float or t is str:
+        return v
+    if t is list:
+        return [decode(x, refs) for x in v]
+    if t is not dict or _len(v) != 1:
+        raise BadValue(f"unexpected encoded value {_str(v)[:80]!r}")
+    tag, body = next(iter(v.items()))
+    if tag == "@" and refs is not None:
+        try:
+            return refs(body)
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise BadValue(f"unknown reference {_str(body)[:80]!r}") from None
+    fn = _DECODERS.get(tag)
+    if fn is None:
+        raise BadValue(f"unknown tag {tag!r}")
+    try:
+        return fn(body, refs)
+    except BadValue:
+        raise
+    except (TypeError, ValueError, ArithmeticError, decimal.InvalidOperation) as exc:
+        raise BadValue(f"malformed {tag!r} value: {exc}") from None
+
+
+def _pairs(body, refs):
+    return [(decode(k, refs), decode(x, refs)) for k, x in body]
+
+
+_DECODERS = {
+    "d": lambda b, r: dict(_pairs(b, r)),
+    "C": lambda b, r: collections.Counter(dict(_pairs(b, r))),
+    "O": lambda b, r: collections.OrderedDict(_pairs(b, r)),
+    "D": lambda b, r: collections.defaultdict(None, _pairs(b, r)),
+    "t": lambda b, r: tuple(decode(x, r) for x in b),
+    "s": lambda b, r: {decode(x, r) for x in b},
+    "f": lambda b, r: frozenset(decode(x, r) for x in b),
+    "q": lambda b, r: collections.deque(decode(x, r) for x in b),
+    "b": lambda b, r: _str(b).encode("latin-1"),
+    "B": lambda b, r: bytearray(_str(b).encode("latin-1")),
+    "c": lambda b, r: complex(float(b[0]), float(b[1])),
+    "r": lambda b, r: range(int(b[0]), int(b[1]), int(b[2])),
+    "M": lambda b, r: decimal.Decimal(_str(b)),
+    "R": lambda b, r: fractions.Fraction(int(b[0]), int(b[1])),
+}
+_REFS = {}  # type -> its wire reference; the evaluator registers its proxies here
 
 
 def _describe(exc):
@@ -133,7 +195,7 @@ def _run_function(compiled, req, emit):
     ns = {"__name__": "__solution__", "__builtins__": builtins}
     try:
         _exec(compiled, ns)
-        if req.get("setup"):
+        if req.get("setup"):  # imports only (judge.imports_only); other setup never comes here
             _exec(_compile(req["setup"], "<setup>", "exec"), ns)
     except BaseException as e:
         emit({"load": "error", "error": _describe(e)})
@@ -142,16 +204,9 @@ def _run_function(compiled, req, emit):
     if entry and entry in ns and "candidate" not in ns:
         ns["candidate"] = ns[entry]
     emit({"load": "ok"})
-    for i, item in enumerate(req["items"]):
-        if "stmt" in item:
-            try:
-                _exec(_compile(item["stmt"], "<test>", "exec"), ns)
-                emit({"i": i, "ok": True})
-            except BaseException as e:
-                emit({"i": i, "error": _describe(e)})
-            continue
+    for i, holes in req["items"]:
         values = []
-        for src in item["holes"]:
+        for src in holes:
             try:
                 values.append(_encode(_eval(_compile(src, "<test>", "eval"), ns)))
             except _Unsupported as e:
@@ -162,6 +217,60 @@ def _run_function(compiled, req, emit):
                 break
         else:
             emit({"i": i, "values": values})
+    if req.get("serve"):
+        _serve(ns, 4, 5)
+
+
+def _serve(ns, calls_fd, answers_fd):
+    """Answer the evaluator child's calls on the program's names until it hangs up.
+
+    Requests: ``[op, ref, ...]`` with op ``call`` (args, kwargs), ``get`` (attribute name)
+    or ``set`` (attribute name, value); ref ``["n", name]`` or ``["h", k]``. Answers:
+    ``{"v": value}``, ``{"h": k}`` for a value that is not plain data (kept here, the
+    evaluator holds only its number), or ``{"e": [type, message]}``. The first answer,
+    unasked, lists the program's names.
+    """
+    handles = []
+
+    def answer(obj):
+        data = (_dumps(obj) + "\n").encode("utf-8", "surrogatepass")
+        while data:
+            data = data[_write(answers_fd, data) :]
+
+    def wrap(v):
+        try:
+            return {"v": _encode(v)}
+        except _Unsupported:
+            handles.append(v)
+            return {"h": _len(handles) - 1}
+
+    def resolve(ref):
+        kind, key = ref
+        return ns[key] if kind == "n" else handles[key]
+
+    names = {}
+    for name, v in list(ns.items()):
+        if not name.startswith("__"):
+            t = _type(v)
+            names[name] = (
+                ["m", v.__name__] if t is _Module else ["c"] if _callable(v) else ["x", wrap(v)]
+            )
+    answer({"names": names})
+    for line in _open(calls_fd, "rb", closefd=False):
+        try:
+            op, ref, *rest = _loads(line)
+            target = resolve(ref)
+            if op == "call":
+                args, kwargs = decode(rest[0], resolve), decode(rest[1], resolve)
+                out = wrap(target(*args, **kwargs))
+            elif op == "get":
+                out = wrap(_getattr(target, rest[0]))
+            else:
+                _setattr(target, rest[0], decode(rest[1], resolve))
+                out = {"v": None}
+        except BaseException as e:
+            out = {"e": _describe(e)}
+        answer(out)
 
 
 def run_job(req, result_fd):

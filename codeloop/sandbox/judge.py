@@ -1,14 +1,38 @@
-"""Trusted verdicts: turn a job into a child request and the child's raw report into a result.
+"""Trusted verdicts: turn a job into child requests and the children's raw reports into a result.
 
-Everything the child sends is untrusted: malformed lines are ignored, values are decoded to
-exact stdlib types and compared here. Exit codes, stdout and stderr are never evidence of a
-pass; a test passes only when this module saw its value and the check held.
+Two processes judge a function task, forked side by side by the zygote for each job:
+
+- the *model child* runs the program. It gets only what the program must see: the code and,
+  for each split test (split.py), its holes (``f(3)`` of ``assert f(3) == 9``). It sends
+  back the holes' values as plain data; this module decodes them to exact stdlib types and
+  runs the check itself. Then it stays alive answering the evaluator's calls.
+- the *evaluator child* (evaluator.py) judges every other test (loops, several statements,
+  ``f(a) == f(b)``, ``all(f(i) == i + 1 for i in ...)``, setup code) and never runs model
+  code: the program's names are proxies there, whose calls travel as plain data to the model
+  child and come back as plain data (exact stdlib types) or opaque handle numbers. Its
+  frame, holding the tests and so the expected values, goes from us through the zygote's
+  control pipe to the evaluator alone: the zygote never reads it, so the model child, forked
+  from the zygote, never has it in memory either. Verdicts come back on a pipe only the
+  evaluator holds.
+
+Why no channel can lie: the only lines we take as a pass are (a) a check this module ran on
+values, and a value is just the program's answer (faking its line is the same as returning
+it); (b) an ``ok`` from the evaluator's own pipe, which no process running model code holds
+(once forked, the model child keeps fds 0-5 only: the verdict pipe's write end is closed
+in it before any model code runs; and the evaluator is non-dumpable, so a process of the
+same uid cannot ptrace it nor open its /proc fds or memory). What the model child writes on any fd it has (its result pipe, its
+answer pipe) is at most its own answer to a call; it cannot see what an answer is checked
+against. Malformed lines are ignored, exit codes, stdout and stderr are never evidence of a
+pass, and a missing verdict is a failure.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import signal
+import struct
+from functools import lru_cache
 from typing import Any
 
 from codeloop.sandbox.base import ExecJob, ExecResult, SandboxError, TestResult
@@ -33,35 +57,68 @@ def wall_cap(timeout_s: float) -> float:
 _ERROR_STATUS = {"MemoryError": "memory_limit", "RecursionError": "runtime_error"}
 
 
+@lru_cache(maxsize=4096)
+def imports_only(setup: str) -> bool:
+    """Whether setup code is only imports (MBPP's test_imports): nothing a test checks
+    against, so the model child may run it too and the tests still split."""
+    try:
+        body = ast.parse(setup).body
+    except (SyntaxError, ValueError):
+        return False
+    return all(isinstance(node, (ast.Import, ast.ImportFrom)) for node in body)
+
+
 def plan_job(job: ExecJob) -> list[Plan]:
-    shadow = shadowed_names(
-        job.code, job.setup_code, job.entry_point + "=" if job.entry_point else ""
-    )
+    """One plan per test. With setup code other than imports every test is ``eval``: the
+    setup (fixtures, sometimes expected values, e.g. HumanEval/151's ``odd_sum``) runs in
+    the evaluator only."""
+    if job.io_style != "stdio" and job.setup_code.strip() and not imports_only(job.setup_code):
+        return [Plan(kind="eval", source=t) for t in job.tests]
+    shadow = shadowed_names(job.code, job.entry_point + "=" if job.entry_point else "")
     return [plan_test(t, job.io_style, shadow) for t in job.tests]
 
 
 def build_request(
     job: ExecJob, plans: list[Plan], timeout_s: float, memory_mb: int, out_cap: int
 ) -> dict:
-    """The message for the zygote: only hole expressions / inputs, never expected values."""
+    """The job for the zygote. ``req`` (the model child's) holds only hole expressions or
+    stdin, never an expected value; ``evaluator`` (if any test needs it) is the evaluator's
+    own frame, which ``wire`` sends after the zygote's and the zygote never reads."""
+    judged: list[list] = []
     if job.io_style == "stdio":
         items: list[Any] = [p.stdin for p in plans]
     else:
-        items = [
-            {"holes": list(p.holes)} if p.kind == "holes" else {"stmt": p.source} for p in plans
-        ]
-    req = {"code": job.code, "setup": job.setup_code, "entry": job.entry_point,
-           "mode": job.io_style, "items": items, "out_cap": out_cap}  # fmt: skip
-    return {"req": req, "timeout": timeout_s, "wall_cap": wall_cap(timeout_s),
-            "memory_mb": memory_mb, "out_cap": out_cap, "result_cap": RESULT_CAP}  # fmt: skip
+        items = [[i, list(p.holes)] for i, p in enumerate(plans) if p.kind == "holes"]
+        judged = [[i, p.source] for i, p in enumerate(plans) if p.kind == "eval"]
+    setup = job.setup_code if job.io_style != "stdio" and imports_only(job.setup_code) else ""
+    req = {"code": job.code, "setup": setup, "entry": job.entry_point, "mode": job.io_style,
+           "items": items, "out_cap": out_cap, "serve": bool(judged)}  # fmt: skip
+    out = {"req": req, "timeout": timeout_s, "wall_cap": wall_cap(timeout_s),
+           "memory_mb": memory_mb, "out_cap": out_cap, "result_cap": RESULT_CAP}  # fmt: skip
+    if judged:
+        out["evaluator"] = {"setup": job.setup_code, "entry": job.entry_point, "tests": judged}
+    return out
 
 
-def _parse_lines(text: str, n: int) -> tuple[dict | None, dict[int, dict], bool]:
-    load, tests, done = None, {}, False
+def _frame(obj: dict) -> bytes:
+    data = json.dumps(obj).encode("utf-8", "surrogatepass")
+    return struct.pack(">I", len(data)) + data
+
+
+def wire(request: dict) -> bytes:
+    """The bytes a zygote is sent for one job: its frame, then the evaluator's (if any)."""
+    head = {k: v for k, v in request.items() if k != "evaluator"}
+    tail = request.get("evaluator")
+    return _frame(head) + (_frame(tail) if tail is not None else b"")
+
+
+def _parse_lines(text: str, n: int) -> tuple[dict | None, dict[int, dict], bool, str]:
+    """(load line, first line per test index, done seen, fault) of one child's stream."""
+    load, tests, done, fault = None, {}, False, ""
     for line in text.splitlines():
         try:
             msg = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # a child's line nested 100k deep
             continue
         if not isinstance(msg, dict):
             continue
@@ -69,9 +126,11 @@ def _parse_lines(text: str, n: int) -> tuple[dict | None, dict[int, dict], bool]
             load = msg
         elif msg.get("done") is True:
             done = True
+        elif "fault" in msg:
+            fault = str(msg["fault"])[:2000]
         elif type(msg.get("i")) is int and 0 <= msg["i"] < n and msg["i"] not in tests:
             tests[msg["i"]] = msg
-    return load, tests, done
+    return load, tests, done, fault
 
 
 def _error_fields(msg: dict) -> tuple[str, str]:
@@ -83,17 +142,17 @@ def _error_fields(msg: dict) -> tuple[str, str]:
 
 def _judge_function(plan: Plan, msg: dict, idx: int) -> TestResult:
     tr = TestResult(index=idx, passed=False, status="failed", test=plan.source,
-                    in_sandbox=plan.in_sandbox, expected=plan.expected_src)  # fmt: skip
+                    expected=plan.expected_src)  # fmt: skip
     if "error" in msg:
         tr.error_type, tr.message = _error_fields(msg)
-        if tr.error_type == "AssertionError" and plan.kind == "stmt":
+        if tr.error_type == "AssertionError" and plan.kind == "eval":
             return tr
         tr.status = _ERROR_STATUS.get(tr.error_type, "runtime_error")
         return tr
     if "unsupported" in msg:
         tr.message = f"returned value rejected: {str(msg['unsupported'])[:300]}"
         return tr
-    if plan.kind == "stmt":
+    if plan.kind == "eval":  # (msg is from the evaluator's stream: see interpret)
         tr.passed = msg.get("ok") is True
     else:
         raw = msg.get("values")
@@ -164,7 +223,16 @@ def interpret(job: ExecJob, plans: list[Plan], resp: dict) -> ExecResult:
     if "fault" in resp:
         raise SandboxError(f"sandbox fault: {resp['fault']}")
     n = len(plans)
-    load, msgs, done = _parse_lines(resp.get("results", ""), n)
+    load, values, done, _ = _parse_lines(resp.get("results", ""), n)
+    _, verdicts, judged, fault = _parse_lines(resp.get("verdicts", ""), n)
+    if fault:
+        raise SandboxError(f"sandbox fault: {fault}")
+    # each test's line from the one stream allowed to speak for it; "ok" only from the
+    # evaluator's, values only from the model child's
+    evals = [i for i, p in enumerate(plans) if p.kind == "eval"]
+    msgs = {i: m for i, m in values.items() if plans[i].kind != "eval"}
+    msgs.update((i, verdicts[i]) for i in evals if i in verdicts and "gone" not in verdicts[i])
+    done = done and (judged or not evals)  # every child that had tests finished
     res = ExecResult(status="passed", tests_total=n, stdout=resp.get("stdout", ""),
                      stderr=resp.get("stderr", ""), duration_ms=float(resp.get("wall_ms", 0.0)))  # fmt: skip
     if load is None or load.get("load") != "ok":
@@ -178,8 +246,7 @@ def interpret(job: ExecJob, plans: list[Plan], resp: dict) -> ExecResult:
             )
         res.status, res.error_message = status, message
         res.test_results = [
-            TestResult(i, False, status, test=p.source, in_sandbox=p.in_sandbox)
-            for i, p in enumerate(plans)
+            TestResult(i, False, status, test=p.source) for i, p in enumerate(plans)
         ]
         res.failing_test = plans[0].source if plans else ""
         return res
@@ -189,8 +256,10 @@ def interpret(job: ExecJob, plans: list[Plan], resp: dict) -> ExecResult:
             judge = _judge_stdio if plan.kind == "stdio" else _judge_function
             res.test_results.append(judge(plan, msgs[i], i))
         else:
+            gone = verdicts.get(i, {}).get("gone") if plan.kind == "eval" else None
+            message = f"{missing_msg} (evaluator: {str(gone)[:300]})" if gone else missing_msg
             res.test_results.append(TestResult(i, False, missing_status, test=plan.source,
-                                               message=missing_msg, in_sandbox=plan.in_sandbox))  # fmt: skip
+                                               message=message))  # fmt: skip
     res.tests_passed = sum(t.passed for t in res.test_results)
     first_bad = next((t for t in res.test_results if not t.passed), None)
     if first_bad is not None:

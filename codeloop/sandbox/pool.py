@@ -36,14 +36,23 @@ from typing import Any
 from codeloop.config import SandboxConfig
 from codeloop.sandbox.base import ExecJob, ExecResult, SandboxError
 from codeloop.sandbox.isolation import Isolation, host_namespaces, host_paths_to_hide, refusal
-from codeloop.sandbox.judge import build_request, interpret, no_code_result, plan_job, wall_cap
+from codeloop.sandbox.judge import (
+    build_request,
+    interpret,
+    no_code_result,
+    plan_job,
+    wall_cap,
+    wire,
+)
 
 HERE = Path(__file__).resolve().parent
-# one program: budget.py, seccomp.py and seal.py define what zygote.py uses (all stdlib only)
+# one program each (stdlib only): budget.py, seccomp.py, seal.py and evaluator_fork.py define
+# what zygote.py uses; evaluator.py, run in the evaluator child, uses harness.py's wire format
 ZYGOTE_SRC = "\n\n".join(
-    (HERE / name).read_text() for name in ("budget.py", "seccomp.py", "seal.py", "zygote.py")
+    (HERE / name).read_text()
+    for name in ("budget.py", "seccomp.py", "seal.py", "evaluator_fork.py", "zygote.py")
 )
-HARNESS_SRC = (HERE / "harness.py").read_text()
+HARNESS_SRC = (HERE / "harness.py").read_text() + "\n\n" + (HERE / "evaluator.py").read_text()
 CHILD_PYTHON = os.environ.get("CODELOOP_SANDBOX_PYTHON", "/usr/bin/python3")
 UID_BASE, UID_SPAN = 62000, 4096  # uids leased to slots: one uid, one slot, host-wide
 UID_LOCKS = Path(tempfile.gettempdir()) / "codeloop-uid-locks"
@@ -70,9 +79,13 @@ def lease_uid() -> tuple[int, int]:
     raise SandboxError(f"all {UID_SPAN} sandbox uids from {UID_BASE} are leased ({UID_LOCKS})")
 
 
+# Modules the zygote imports once, so jobs (and evaluators) find them loaded: those the
+# datasets' programs and tests import. Every module here makes each fork and exit dearer
+# (its pages are the zygote's), so rarely used ones (hashlib: +5 MB of libcrypto,
+# statistics, datetime, textwrap, unicodedata) are left to the jobs that import them, and
+# so is random: its at-fork reseed of the generator costs every job ~0.1 ms of CPU.
 PRELOAD = ["collections", "math", "itertools", "functools", "re", "heapq", "bisect", "string",
-           "operator", "typing", "copy", "random", "statistics", "datetime", "json",
-           "decimal", "fractions", "array", "hashlib", "cmath", "textwrap", "unicodedata"]  # fmt: skip
+           "operator", "typing", "copy", "json", "decimal", "fractions", "array", "cmath"]  # fmt: skip
 GRACE_S = 10.0  # on top of the job deadline before we call a zygote hung
 
 
@@ -157,9 +170,8 @@ class Zygote:
         """Queue one job; the zygote reads it once it is done with the jobs before it."""
         if self.proc.poll() is not None:  # killed while idle: never route a job to it
             raise SandboxError(f"zygote exited (code {self.proc.returncode}){self._tail()}")
-        data = json.dumps(job).encode("utf-8", "surrogatepass")
         try:
-            self.proc.stdin.write(struct.pack(">I", len(data)) + data)
+            self.proc.stdin.write(wire(job))
             self.proc.stdin.flush()
         except (OSError, ValueError) as exc:
             raise SandboxError(f"zygote is gone: {exc}{self._tail()}") from exc

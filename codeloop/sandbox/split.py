@@ -5,10 +5,11 @@
 An expression is *trusted* when it uses only literals, a small set of pure builtins and
 stdlib constructors (``Counter``, ``math.isclose``...); the parent evaluates those itself.
 Around a hole the parent only applies operations whose cost is bounded by the size of the
-returned value (no ``*``, ``**``, ``%``). Where both sides of a comparison depend on the
-program (``f(3) == Node(3)``) or the test is not a single assert, the whole thing runs in
-the child and the result is flagged ``in_sandbox``: such a verdict is only as strong as the
-child's isolation from the program it tests.
+returned value (no ``*``, ``**``, ``%``). A hole is only ever a value the program computes
+from the test's arguments: a cut-out part that would carry the test's logic into the child
+(a comparison, a generator or lambda, both sides of ``f(a) == f(b)``), a test that is not a
+single assert, and every test of a job with setup code, are planned ``eval``: the whole test
+runs in the evaluator child, which never runs model code (see ``judge``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ _SAFE_CONSTS = {"inf": math.inf, "nan": math.nan, "pi": math.pi, "e": math.e}
 _SAFE_MODULES = {"math": math, "collections": collections, "decimal": decimal,
                  "fractions": fractions}  # fmt: skip
 _HOLE_BINOPS = (ast.Add, ast.Sub, ast.Div, ast.FloorDiv, ast.BitAnd, ast.BitOr, ast.BitXor)
+# inside a hole these would carry the test's own logic into the child
+_TEST_LOGIC = (
+    ast.Compare, ast.BoolOp, ast.IfExp, ast.Lambda, ast.GeneratorExp, ast.ListComp,
+    ast.SetComp, ast.DictComp, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom,
+)  # fmt: skip
 _TRUSTED_NODES = (
     ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp, ast.BoolOp,
     ast.Compare, ast.Call, ast.Attribute, ast.Subscript, ast.Slice, ast.Name, ast.keyword,
@@ -51,13 +57,12 @@ _TRUSTED_NODES = (
 
 @dataclass(frozen=True)
 class Plan:
-    """How one test is judged. kind: "holes" | "stmt" | "stdio"."""
+    """How one test is judged. kind: "holes" | "eval" | "stdio"."""
 
     kind: str
     source: str
     holes: tuple[str, ...] = ()
     check: CodeType | None = None
-    in_sandbox: bool = False
     stdin: str = ""
     expected_output: str = ""
     expected_src: str = ""  # the trusted side of `hole == expected`, for messages
@@ -94,25 +99,55 @@ def _is_safe_callee(func: ast.AST, shadow: frozenset[str]) -> bool:
     )
 
 
+_AT = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}
+
+
+def _new(cls: type, **fields: Any) -> Any:
+    """A node for the parent's check, located (so no fix_missing_locations walk)."""
+    return cls(**fields, **_AT)
+
+
+def _text(source: str, node: ast.AST) -> str:
+    """The node's own text in the test (unparse is the slow part of planning); several
+    lines get parentheses so they stay one expression."""
+    if "\n" not in source and source.isascii():  # offsets are bytes: equal to str indices
+        return source[node.col_offset : node.end_col_offset]
+    seg = ast.get_source_segment(source, node)
+    if seg is None:
+        return ast.unparse(node)
+    return seg if "\n" not in seg else f"({seg})"
+
+
 class _Splitter:
-    def __init__(self, shadow: frozenset[str]) -> None:
+    def __init__(self, shadow: frozenset[str], source: str = "") -> None:
+        self.source = source
         self.shadow = shadow
         self.holes: list[str] = []
-        self.in_sandbox = False
+        self.needs_eval = False
+        self._trusted: dict[int, bool] = {}
+
+    def trusted(self, node: ast.AST) -> bool:
+        """``_is_trusted``, remembered: a comparison's sides are asked about more than once."""
+        known = self._trusted.get(id(node))
+        if known is None:
+            known = self._trusted[id(node)] = _is_trusted(node, self.shadow)
+        return known
 
     def hole(self, node: ast.expr, merged: bool) -> ast.expr:
-        self.in_sandbox = self.in_sandbox or merged
-        self.holes.append(ast.unparse(node))
-        return ast.Name(id=f"_h{len(self.holes) - 1}", ctx=ast.Load())
+        """Cut ``node`` out for the child; ``merged``: it holds more than the program's part."""
+        if merged or any(isinstance(sub, _TEST_LOGIC) for sub in ast.walk(node)):
+            self.needs_eval = True  # the child would see (and could answer) the check itself
+        self.holes.append(_text(self.source, node))
+        return _new(ast.Name, id=f"_h{len(self.holes) - 1}", ctx=ast.Load())
 
     def visit(self, node: ast.expr) -> ast.expr:
         """Return a parent-side expression; untrusted parts replaced by hole names."""
-        if _is_trusted(node, self.shadow):
+        if self.trusted(node):
             return node
         if isinstance(node, ast.BoolOp):
-            return ast.BoolOp(op=node.op, values=[self.visit(v) for v in node.values])
+            return _new(ast.BoolOp, op=node.op, values=[self.visit(v) for v in node.values])
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub, ast.UAdd)):
-            return ast.UnaryOp(op=node.op, operand=self.visit(node.operand))
+            return _new(ast.UnaryOp, op=node.op, operand=self.visit(node.operand))
         if isinstance(node, ast.Compare):
             return self._compare(node)
         kids: list[ast.expr] = []
@@ -122,32 +157,33 @@ class _Splitter:
             kids = list(node.args) + [k.value for k in node.keywords]
         elif isinstance(node, ast.BinOp) and isinstance(node.op, _HOLE_BINOPS):
             kids = [node.left, node.right]
-        elif isinstance(node, ast.Subscript) and _is_trusted(node.slice, self.shadow):
+        elif isinstance(node, ast.Subscript) and self.trusted(node.slice):
             kids = [node.value]
         else:
             return self.hole(node, merged=False)
-        untrusted = [k for k in kids if not _is_trusted(k, self.shadow)]
+        untrusted = [k for k in kids if not self.trusted(k)]
         if len(untrusted) > 1:
             return self.hole(node, merged=True)
         return _replace_child(node, untrusted[0], self.visit(untrusted[0]))
 
     def _compare(self, node: ast.Compare) -> ast.expr:
         operands = [node.left, *node.comparators]
-        if sum(not _is_trusted(o, self.shadow) for o in operands) > 1:
+        if sum(not self.trusted(o) for o in operands) > 1:
             return self.hole(node, merged=True)
         new = [self.visit(o) for o in operands]
         pairs = []
         for op, left, right in zip(node.ops, new, new[1:], strict=False):
             if isinstance(op, (ast.Eq, ast.NotEq)):
-                call = ast.Call(
-                    func=ast.Name(id="_eq", ctx=ast.Load()), args=[left, right], keywords=[]
-                )
+                eq = _new(ast.Name, id="_eq", ctx=ast.Load())
+                call = _new(ast.Call, func=eq, args=[left, right], keywords=[])
                 pairs.append(
-                    call if isinstance(op, ast.Eq) else ast.UnaryOp(op=ast.Not(), operand=call)
+                    call
+                    if isinstance(op, ast.Eq)
+                    else _new(ast.UnaryOp, op=ast.Not(), operand=call)
                 )
             else:
-                pairs.append(ast.Compare(left=left, ops=[op], comparators=[right]))
-        return pairs[0] if len(pairs) == 1 else ast.BoolOp(op=ast.And(), values=pairs)
+                pairs.append(_new(ast.Compare, left=left, ops=[op], comparators=[right]))
+        return pairs[0] if len(pairs) == 1 else _new(ast.BoolOp, op=ast.And(), values=pairs)
 
 
 def _replace_child(parent: ast.expr, old: ast.expr, new: ast.expr) -> ast.expr:
@@ -182,23 +218,24 @@ def plan_test(test: str, io_style: str = "function", shadow: frozenset[str] = fr
                 f"stdio test is not JSON {{input, output}}: {exc}: {test[:120]!r}"
             ) from None
         return Plan(kind="stdio", source=test, stdin=str(stdin), expected_output=str(expected))
+    source = test.strip()
     try:
-        tree = ast.parse(test.strip())
+        tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return Plan(kind="stmt", source=test, in_sandbox=True)
+        return Plan(kind="eval", source=test)
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
-        return Plan(kind="stmt", source=test, in_sandbox=True)
+        return Plan(kind="eval", source=test)
     expected = ""
     original = tree.body[0].test
+    splitter = _Splitter(shadow, source)
     if isinstance(original, ast.Compare) and len(original.ops) == 1:
         left, right = original.left, original.comparators[0]
-        expected = ast.unparse(right if _is_trusted(right, shadow) else left)
-    splitter = _Splitter(shadow)
+        expected = _text(source, right if splitter.trusted(right) else left)
     expr = splitter.visit(original)
-    code = compile(ast.fix_missing_locations(ast.Expression(body=expr)), "<check>", "eval")
-    return Plan(
-        "holes", test, tuple(splitter.holes), code, splitter.in_sandbox, expected_src=expected
-    )
+    if splitter.needs_eval:
+        return Plan(kind="eval", source=test)
+    code = compile(ast.Expression(body=expr), "<check>", "eval")
+    return Plan("holes", test, tuple(splitter.holes), code, expected_src=expected)
 
 
 _DEFINES = re.compile(

@@ -1,64 +1,23 @@
 """Parent-side value handling: decode the child's tagged plain data, compare, check output.
 
 The child sends values as JSON with one-letter tags for non-JSON types (see
-``harness._encode``). Decoding rebuilds exact stdlib types only, so every comparison the
+``harness._encode``). Decoding (``harness.decode``) rebuilds exact stdlib types only, so every comparison the
 parent makes runs stdlib code on stdlib data; no object of the model's can take part.
 """
 
 from __future__ import annotations
 
 import collections
-import decimal
-import fractions
 import math
 from typing import Any
+
+from codeloop.sandbox.harness import BadValue, decode  # one wire format, both directions
+
+__all__ = ["BadValue", "decode", "output_matches", "short_repr", "values_equal"]
 
 REL_TOL = 1e-6
 ABS_TOL = 1e-9
 
-
-class BadValue(ValueError):
-    """The child sent something that is not a well-formed encoded value."""
-
-
-def decode(v: Any) -> Any:
-    """Tagged JSON (from the child) -> exact stdlib value; raise BadValue if malformed."""
-    t = type(v)
-    if v is None or t in (bool, int, float, str):
-        return v
-    if t is list:
-        return [decode(x) for x in v]
-    if t is not dict or len(v) != 1:
-        raise BadValue(f"unexpected encoded value {str(v)[:80]!r}")
-    tag, body = next(iter(v.items()))
-    try:
-        return _DECODERS[tag](body)
-    except KeyError:
-        raise BadValue(f"unknown tag {tag!r}") from None
-    except (TypeError, ValueError, decimal.InvalidOperation, ZeroDivisionError) as exc:
-        raise BadValue(f"malformed {tag!r} value: {exc}") from None
-
-
-def _pairs(body: Any) -> list[tuple[Any, Any]]:
-    return [(decode(k), decode(x)) for k, x in body]
-
-
-_DECODERS = {
-    "d": lambda b: dict(_pairs(b)),
-    "C": lambda b: collections.Counter(dict(_pairs(b))),
-    "O": lambda b: collections.OrderedDict(_pairs(b)),
-    "D": lambda b: collections.defaultdict(None, _pairs(b)),
-    "t": lambda b: tuple(decode(x) for x in b),
-    "s": lambda b: {decode(x) for x in b},
-    "f": lambda b: frozenset(decode(x) for x in b),
-    "q": lambda b: collections.deque(decode(x) for x in b),
-    "b": lambda b: str(b).encode("latin-1"),
-    "B": lambda b: bytearray(str(b).encode("latin-1")),
-    "c": lambda b: complex(float(b[0]), float(b[1])),
-    "r": lambda b: range(int(b[0]), int(b[1]), int(b[2])),
-    "M": lambda b: decimal.Decimal(str(b)),
-    "R": lambda b: fractions.Fraction(int(b[0]), int(b[1])),
-}
 
 _NUMBERS = (bool, int, float, complex)
 _DICTS = (dict, collections.Counter, collections.OrderedDict, collections.defaultdict)

@@ -32,6 +32,7 @@ import time
 
 try:  # for linters and tests; as the zygote, budget.py's and seal.py's sources run first
     from codeloop.sandbox.budget import ParentGone, _children, _pump
+    from codeloop.sandbox.evaluator_fork import start_evaluator
     from codeloop.sandbox.seal import (
         build_private_root,
         drop_privileges,
@@ -95,10 +96,12 @@ def _enter(limits, uid):
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def _child(job, opts, workdir, fds, limits, seal_fd=None):
+def _child(job, opts, workdir, fds, limits, entry="run_job", req=None, seal_fd=None):
     """Runs in the forked child; never returns. Few page writes: raw os calls (see top).
     Sealed first; then ``seal_fd`` gets b"1" (or b"E<why>") and is closed, before any
-    model code runs, so only the zygote can tell a failed seal from a model's exit."""
+    model code runs, so only the zygote can tell a failed seal from a model's exit.
+    ``fds`` become fds 1, 2, ... (every other fd is closed before the harness runs);
+    ``entry``: the harness function (``run_evaluator`` for the evaluator child)."""
     code = 70
     try:
         os.setsid()
@@ -121,7 +124,7 @@ def _child(job, opts, workdir, fds, limits, seal_fd=None):
             os.dup2(fd, target)
         os.closerange(len(fds) + 1, 1 << 16)
         os.chdir(workdir)
-        HARNESS["run_job"](job["req"], 3)
+        HARNESS[entry](job["req"] if req is None else req, 3)
         code = 0
     except BaseException:
         pass
@@ -234,13 +237,16 @@ def run(job, opts, ctl=None):
     seal_r, seal_w = os.pipe()
     ooms, limits = oom_kills(), _limits(job, opts)
     start = time.monotonic()
+    link = start_evaluator(job, opts, workdir, pipes, limits) if job["req"].get("serve") else []
     pid = os.fork()
     if pid == 0:
-        _child(job, opts, workdir, [w for _, w in pipes.values()], limits, seal_w)
-    for _, w in [*pipes.values(), (None, seal_w)]:
+        fds = [pipes[n][1] for n in ("out", "err", "res")] + link  # never the verdict pipe
+        _child(job, opts, workdir, fds, limits, seal_fd=seal_w)
+    for w in [*link, *(w for _, w in pipes.values()), seal_w]:
         os.close(w)
     pidfd = os.pidfd_open(pid)
-    caps = {"out": job["out_cap"], "err": job["out_cap"], "res": job["result_cap"]}
+    caps = {"out": job["out_cap"], "err": job["out_cap"], "res": job["result_cap"],
+            "ver": job["result_cap"]}  # fmt: skip
     try:
         bufs, over, exited, spent = _pump(
             {n: r for n, (r, _) in pipes.items()}, pidfd, ctl, job, caps, start
@@ -262,6 +268,7 @@ def run(job, opts, ctl=None):
     oom = sig == signal.SIGKILL and not (spent or over) and ooms >= 0 and oom_kills() > ooms
     return {
         "results": bufs["res"][: caps["res"]].decode("utf-8", "replace"),
+        "verdicts": bufs.get("ver", b"")[: caps["ver"]].decode("utf-8", "replace"),
         "stdout": bufs["out"][: caps["out"]].decode("utf-8", "replace"),
         "stderr": bufs["err"][: caps["err"]].decode("utf-8", "replace"),
         "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None, "signal": sig,
@@ -321,6 +328,7 @@ def main():
     opts = json.loads(sys.argv[1])
     exec(compile(opts.pop("harness"), "<harness>", "exec"), HARNESS)
     rfd, wfd = os.dup(0), os.dup(1)
+    opts["ctl_fd"] = rfd  # an evaluator child reads its own frame from it
     null = os.open("/dev/null", os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
