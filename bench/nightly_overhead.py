@@ -5,7 +5,7 @@ Run: ``python bench/nightly_overhead.py [--toy] [--plain-only]``
 1. Starts a real local Prefect server (as a team would run it), copies this repo into a
    temp git repo with tiny params (``--toy``: the two-stage toy pipeline of the tests
    instead) and runs ``python -m flows.nightly --no-pull`` there: the night's wall time.
-2. Per stage, the ``repro-<stage>`` Prefect task's duration (from the server's API) beside
+2. Per stage, the ``repro_stage[<stage>]`` Prefect task's duration (from the server's API) beside
    the same command, ``dvc repro --single-item --force <stage>``, run directly with no
    Prefect task around it: the difference is the task wrapper's cost (state reporting,
    every output line streamed into the run log).
@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from flows._server import state_dir  # noqa: E402
+from tests._prefect_api import base_name  # noqa: E402
 from tests._prefect_server import local_prefect_server, server_env  # noqa: E402
 from tests._shared_server_repo import make_probe_repo, processes_of  # noqa: E402
 from tests._toy_pipeline import make_toy_repo  # noqa: E402
@@ -182,8 +183,12 @@ def main() -> int:
         body = {"flow_runs": {"id": {"any_": [run["id"]]}}, "limit": 200}
         runs = httpx.post(f"{api}/task_runs/filter", json=body, timeout=10).json()
         runs.sort(key=lambda r: r.get("start_time") or "")  # pipeline order
-        task_secs = {r["name"].rsplit("-", 1)[0]: _secs(r) for r in runs}
-        stages = [n.removeprefix("repro-") for n in task_secs if n.startswith("repro-")]
+        task_secs = {base_name(r["name"]): _secs(r) for r in runs}
+        stages = [
+            n.removeprefix("repro_stage[").removesuffix("]")
+            for n in task_secs
+            if n.startswith("repro_stage[")
+        ]
         direct = {
             s: _timed(
                 [sys.executable, "-m", "dvc", "repro", "--single-item", "--force", s], repo, env
@@ -199,12 +204,12 @@ def main() -> int:
     print(f"nightly flow wall time (python -m flows.nightly, real server): {night:.1f} s")
     print(f"{'stage':<14}{'as Prefect task':>17}{'direct dvc repro':>18}{'overhead':>10}")
     for s in stages:
-        t, d = task_secs[f"repro-{s}"], direct[s]
+        t, d = task_secs[f"repro_stage[{s}]"], direct[s]
         print(f"{s:<14}{t:>15.1f} s{d:>16.1f} s{t - d:>+9.1f} s")
-    total_t = sum(task_secs[f"repro-{s}"] for s in stages)
+    total_t = sum(task_secs[f"repro_stage[{s}]"] for s in stages)
     total_d = sum(direct.values())
     print(f"{'all stages':<14}{total_t:>15.1f} s{total_d:>16.1f} s{total_t - total_d:>+9.1f} s")
-    other = {k: v for k, v in task_secs.items() if not k.startswith("repro-")}
+    other = {k: v for k, v in task_secs.items() if not k.startswith("repro_stage[")}
     print("other nightly tasks: " + ", ".join(f"{k} {v:.1f} s" for k, v in other.items()))
     print(f"per-stage Prefect floor: import + empty flow run {floor:.1f} s vs bare python "
           f"{bare:.2f} s")  # fmt: skip

@@ -5,7 +5,7 @@ Serve:      ``python -m flows.nightly --serve``    (cron ``0 2 * * *``; needs a 
             server: ``prefect server start`` and ``PREFECT_API_URL`` pointing at it), or
             ``prefect deploy --all`` with prefect.yaml and a process worker.
 
-Each dvc.yaml stage is one Prefect task (``repro-<stage>``) running ``dvc repro
+Each dvc.yaml stage is one Prefect task (``repro_stage``, its run named ``repro_stage[<stage>]``) running ``dvc repro
 --single-item <stage>`` with its output streamed into the task's log. Transient
 failures (DVC remote, lock) are retried; deterministic ones are not. A workspace lock
 keeps two runs apart. If any stage fails or the gate refuses, the tracked files the run
@@ -107,7 +107,7 @@ def next_night(repo: Path) -> int | None:
     return max(int(rollout["iteration"]), tried, promoted) + 1
 
 
-@task(name="bump-iteration")
+@task
 def bump_iteration(repo: str) -> int | None:
     """Set rollout.iteration to the next night number so tonight samples anew."""
     base = Path(repo)
@@ -131,14 +131,14 @@ def gate(repo: str) -> dict[str, Any]:
         return as_task(evaluate_stage.gate, params, paths, ev, int(ev["iteration"]))
 
 
-@task(name="promote")
-def promote_task(repo: str, row: dict[str, Any]) -> list[str]:
+@task
+def promote_candidate(repo: str, row: dict[str, Any]) -> list[str]:
     trajs = Paths(Path(repo)).trajectories_dir
     rates = pass_rates_from_trajectories(read_trajectories(trajs)) if trajs.exists() else {}
     return promote(Path(repo), int(row["iteration"]), row, rates)
 
 
-@task(name="commit-and-tag")
+@task
 def commit_and_tag(repo: str, files: list[str], row: dict[str, Any]) -> str:
     tag = tag_for(int(row["iteration"]))
     paths = [
@@ -185,7 +185,7 @@ def nightly(repo: str = ".", pull: bool = True, push: bool = True) -> dict[str, 
         try:
             night = bump_iteration(repo)
             for stage in stage_order(Path(repo)):
-                repro_stage.with_options(name=f"repro-{stage}")(repo, stage)
+                repro_stage.with_options(task_run_name=f"repro_stage[{stage}]")(repo, stage)
             verdict = gate(repo)
         except Exception:
             log.error("a stage failed: restoring the last good iteration")
@@ -203,7 +203,7 @@ def nightly(repo: str = ".", pull: bool = True, push: bool = True) -> dict[str, 
                 "candidate": row["model_version"],
                 "rollout_iteration": night,
             }
-        files = promote_task(repo, row)
+        files = promote_candidate(repo, row)
         if push:
             try:
                 dvc_push(repo)

@@ -61,7 +61,7 @@ def run_logged(cmd: list[str], cwd: str, what: str) -> str:
     return out
 
 
-@task(name="dvc-pull", retries=2, retry_delay_seconds=5, retry_condition_fn=_transient_only)
+@task(retries=2, retry_delay_seconds=5, retry_condition_fn=_transient_only)
 def dvc_pull(repo: str) -> None:
     from codeloop.ops.rollback import dvc_cmd
 
@@ -71,7 +71,7 @@ def dvc_pull(repo: str) -> None:
         raise TransientError(str(exc)) from exc
 
 
-@task(name="dvc-push", retries=2, retry_delay_seconds=5, retry_condition_fn=_transient_only)
+@task(retries=2, retry_delay_seconds=5, retry_condition_fn=_transient_only)
 def dvc_push(repo: str) -> None:
     from codeloop.ops.rollback import dvc_cmd
 

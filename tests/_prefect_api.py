@@ -13,5 +13,6 @@ def post(api: str, path: str, body: dict) -> list[dict]:
 
 
 def base_name(task_run_name: str) -> str:
-    """'repro-train-3a1' -> 'repro-train' (Prefect appends a short suffix)."""
-    return task_run_name.rsplit("-", 1)[0]
+    """'dvc_pull-3a1' -> 'dvc_pull' (Prefect appends a short suffix to a task's name);
+    a run named by the flow ('repro_stage[train]') is its own base name."""
+    return task_run_name if task_run_name.endswith("]") else task_run_name.rsplit("-", 1)[0]

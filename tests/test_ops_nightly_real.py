@@ -70,7 +70,7 @@ def test_the_real_nightly_run_completed(real_night):
 
 def test_every_dvc_stage_ran_as_its_own_completed_task(real_night):
     done = {_base(t["name"]) for t in real_night["tasks"] if t["state_type"] == "COMPLETED"}
-    assert {f"repro-{s}" for s in real_night["stages"]} <= done, sorted(done)
+    assert {f"repro_stage[{s}]" for s in real_night["stages"]} <= done, sorted(done)
 
 
 def test_the_stages_published_every_keyed_artifact(real_night):

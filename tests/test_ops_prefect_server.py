@@ -27,14 +27,14 @@ from tests._toy_pipeline import REPO_ROOT, make_toy_repo
 pytestmark = pytest.mark.slow
 
 STAGE_TASKS = (
-    "dvc-pull",
-    "bump-iteration",
-    "repro-train",
-    "repro-evaluate",
+    "dvc_pull",
+    "bump_iteration",
+    "repro_stage[train]",
+    "repro_stage[evaluate]",
     "gate",
-    "promote",
-    "dvc-push",
-    "commit-and-tag",
+    "promote_candidate",
+    "dvc_push",
+    "commit_and_tag",
 )
 
 
@@ -59,8 +59,9 @@ def _task_runs(api: str, flow_run_id: str) -> list[dict]:
 
 
 def _base(task_run_name: str) -> str:
-    """'repro-train-3a1' -> 'repro-train' (Prefect appends a short suffix)."""
-    return task_run_name.rsplit("-", 1)[0]
+    """'dvc_pull-3a1' -> 'dvc_pull' (Prefect appends a short suffix to a task's name);
+    a run named by the flow ('repro_stage[train]') is its own base name."""
+    return task_run_name if task_run_name.endswith("]") else task_run_name.rsplit("-", 1)[0]
 
 
 @pytest.fixture(scope="module")

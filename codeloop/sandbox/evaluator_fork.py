@@ -2,18 +2,14 @@
 its frame without reading that frame ourselves, and link it to the job's model child.
 
 Stdlib only; its source runs inside the zygote, after budget.py's and before zygote.py's
-(pool.ZYGOTE_SRC), and uses zygote.py's ``_child`` and ``recv``.
+(pool.ZYGOTE_SRC); zygote.py passes in its ``_child`` and ``recv`` (no import back, so
+the two modules form no cycle).
 """
 
 import os
 
-try:  # for linters and tests; in the zygote these come from zygote.py's source
-    from codeloop.sandbox.zygote import _child, recv
-except ImportError:
-    pass
 
-
-def start_evaluator(job, opts, workdir, pipes, limits):
+def start_evaluator(job, opts, workdir, pipes, limits, _child, recv):
     """Fork the job's evaluator; return the model child's ends of the call link.
 
     The evaluator reads its frame (setup and tests, expected values included) from the

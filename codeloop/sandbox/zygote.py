@@ -237,7 +237,9 @@ def run(job, opts, ctl=None):
     seal_r, seal_w = os.pipe()
     ooms, limits = oom_kills(), _limits(job, opts)
     start = time.monotonic()
-    link = start_evaluator(job, opts, workdir, pipes, limits) if job["req"].get("serve") else []
+    link = []
+    if job["req"].get("serve"):
+        link = start_evaluator(job, opts, workdir, pipes, limits, _child, recv)
     pid = os.fork()
     if pid == 0:
         fds = [pipes[n][1] for n in ("out", "err", "res")] + link  # never the verdict pipe
