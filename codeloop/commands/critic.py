@@ -9,13 +9,15 @@ from __future__ import annotations
 import json
 import sys
 
+from codeloop.paths import Paths
+
 HELP = "Train the learned critic on scored trajectories; print its held-out AUC."
 
 
 def add_arguments(p) -> None:
     p.add_argument("--trajectories", required=True, help="scored shard directory or .parquet")
     p.add_argument(
-        "--tasks", default="data/buckets/tasks.parquet", help="tasks Parquet the rows refer to"
+        "--tasks", default=str(Paths().bucket_tasks), help="tasks Parquet the rows refer to"
     )
     p.add_argument("--out", required=True, help="directory for critic.json + critic.npz")
     p.add_argument("--params", default="params.yaml", help="params file (its critic section)")

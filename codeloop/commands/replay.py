@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sys
 
+from codeloop.paths import Paths
+
 HELP = "Recompute the reward of a sample of scored trajectories and diff (non-zero on mismatch)."
 
 
@@ -16,7 +18,7 @@ def add_arguments(p) -> None:
     p.add_argument("--sample", type=int, default=100, help="trajectories to replay (0 = all)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sample")
     p.add_argument(
-        "--tasks", default="data/buckets/tasks.parquet", help="tasks Parquet the rows refer to"
+        "--tasks", default=str(Paths().bucket_tasks), help="tasks Parquet the rows refer to"
     )
     p.add_argument("--params", default="params.yaml", help="params file (sandbox, reward.*)")
     p.add_argument("--all-rows", action="store_true", help="print agreeing rows too")
