@@ -113,6 +113,17 @@ def _batches(items: list, size: int, rng: random.Random):
 # ---------------------------------------------------------------- training
 
 
+def drop_tied_groups(items: list[tuple[Trajectory, float]]) -> list[tuple[Trajectory, float]]:
+    """Items whose group (``prompt_key``) has any non-zero advantage.
+
+    A group whose rewards tie has all advantages exactly 0; a live group always has at
+    least one non-zero. A member of a live group that sits on its group's mean (advantage
+    0) stays: it still carries its KL term and counts in the loss denominator.
+    """
+    live = {t.prompt_key for t, a in items if a != 0.0}
+    return [(t, a) for t, a in items if t.prompt_key in live]
+
+
 def prepare_batch(
     trajectories: list[Trajectory], cfg: TrainConfig, max_len: int
 ) -> tuple[list[tuple[Trajectory, float]], dict[str, Any]]:
@@ -129,7 +140,7 @@ def prepare_batch(
         gstats = {"n_groups": 0, "frac_reward_zero_std": 0.0, "reward_mean": 0.0, "reward_std": 0.0}
     items = list(zip(usable, adv.tolist(), strict=True))
     if cfg.skip_tied_groups:
-        items = [(t, a) for t, a in items if a != 0.0]
+        items = drop_tied_groups(items)
     lengths = [sum(t.loss_mask[1:]) for t in usable]
     stats = {
         "n_trajectories": len(trajectories),
