@@ -19,6 +19,7 @@ COMMANDS = {
     "doctor": "doctor",
     "rollback": "rollback",
     "report": "report",
+    "archive": "archive",
 }
 
 

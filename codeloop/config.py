@@ -307,6 +307,24 @@ class EvaluateConfig(_Section):
     )
 
 
+class RetentionConfig(_Section):
+    """Which of a night's scored trajectories data/archive/ keeps (codeloop.data.archive)."""
+
+    enabled: bool = Field(True, description="Append each promoted night to data/archive/.")
+    sft_reward_threshold: float = Field(
+        1.0, description="Rows with reward >= this are always kept (tier 'sft', for RFT/SFT)."
+    )
+    sample_per_stratum: int = Field(
+        8, ge=0, description="Rows kept of the rest per (bucket, terminal_reason) (tier 'sample')."
+    )
+    size_budget_mb: float = Field(
+        512.0,
+        gt=0,
+        description="Archive size past which a night's remaining rows are dropped, not archived.",
+    )
+    seed: int = Field(0, description="Seed of the stratified sample (mixed with the iteration).")
+
+
 class RunnerConfig(_Section):
     kind: Literal["threads", "dask", "ray"] = Field("threads", description="Fan-out engine.")
     address: str = Field("", description="Dask scheduler / Ray address; empty = local cluster.")
@@ -335,6 +353,9 @@ class Params(_Section):
         default_factory=EvaluateConfig, description="Frozen-set evaluation stage."
     )
     runner: RunnerConfig = Field(default_factory=RunnerConfig, description="Task runner.")
+    retention: RetentionConfig = Field(
+        default_factory=RetentionConfig, description="Trajectory archive retention."
+    )
 
 
 def _describe(err: dict[str, Any], model: type[BaseModel]) -> str:
