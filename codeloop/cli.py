@@ -20,6 +20,7 @@ COMMANDS = {
     "rollback": "rollback",
     "report": "report",
     "archive": "archive",
+    "export": "export",
 }
 
 
