@@ -189,6 +189,12 @@ class RolloutConfig(_Section):
     batch_size: int = Field(64, ge=1, description="Sequences per generate() call.")
     seed: int = Field(0, description="Sampling seed.")
     iteration: int = Field(0, ge=0, description="Iteration number stamped into trajectories.")
+    resume: bool = Field(
+        True, description="Keep finished task groups so a killed rollout resumes from them."
+    )
+    resume_shard_tasks: int = Field(
+        16, ge=1, description="Tasks per resume shard (whole GRPO groups; one write each)."
+    )
 
 
 # The reward compositions there are, by name. codeloop.rewards.registry registers exactly
