@@ -244,6 +244,12 @@ class ScoreConfig(_Section):
     alarm_min_delta: float = Field(
         0.01, ge=0, le=1, description="Hacking alarm: noise floor for reward/hidden-rate moves."
     )
+    resume: bool = Field(
+        True, description="Keep scored group shards so a killed score stage resumes from them."
+    )
+    resume_shard_groups: int = Field(
+        16, ge=1, description="Whole GRPO groups per score resume shard (one write each)."
+    )
 
 
 class CriticConfig(_Section):

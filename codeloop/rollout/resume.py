@@ -5,8 +5,8 @@ With a resume directory, ``fan_out_rollout`` rolls out fixed groups of
 ``rollout.resume_shard_tasks`` tasks; each group's trajectories (whole GRPO groups, never
 part of one) are written as one Parquet shard, atomically (temp file + rename), the
 moment the group finishes. A shard is named by the hash of everything its rows depend
-on: the policy's content hash, the rollout and sandbox configs, the dataset version and
-the group's tasks. A rerun with the same inputs reads the shards it finds and rolls out
+on: the policy's content hash, the rollout and sandbox configs, the dataset version, the
+source of the code that produces the rows and the group's tasks. A rerun with the same inputs reads the shards it finds and rolls out
 only the missing groups; any changed input changes every name, so a stale shard is never
 reused. Rows are sampled from per-row seeds (codeloop.rollout.scaleout), so the groups'
 rows do not depend on which run produced them: the final set equals an uninterrupted
@@ -16,6 +16,10 @@ Where: ``.dvc/tmp/codeloop-resume/<stage>/`` (``Paths.resume_dir``), not under t
 because DVC deletes a stage's outs before running it, which would delete the resume
 state with them; ``.dvc/tmp`` is DVC's own ignored scratch space (neither git nor DVC
 tracks it). The stage removes its resume directory once its outs are written.
+
+The score stage resumes the same way (codeloop.rewards.fanout): shards of
+``score.resume_shard_groups`` whole GRPO groups, keyed by the reward and sandbox configs,
+the reward code and the stored rows they score.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from codeloop.io import TRAJECTORY_SCHEMA
-from codeloop.schema import Task, Trajectory
+from codeloop.schema import Trajectory
 
 
 def policy_version(policy_dir: str | os.PathLike) -> str:
@@ -43,10 +47,20 @@ def policy_version(policy_dir: str | os.PathLike) -> str:
     return vf.read_text().strip()
 
 
-def shard_key(inputs: dict, tasks: list[Task]) -> str:
-    """Hash of a group's inputs (policy, configs, dataset version) and its tasks."""
+def code_hash(*packages: str) -> str:
+    """Hash of the .py sources of codeloop subpackages: an edited stage never reuses shards."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for pkg in packages:
+        for f in sorted((root / pkg).glob("*.py")):
+            h.update(f"{pkg}/{f.name}".encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def shard_key(inputs: dict, rows: list) -> str:
+    """Hash of a shard's inputs (policy, configs, code) and its rows (Task or Trajectory)."""
     payload = json.dumps(
-        {"inputs": inputs, "tasks": [t.to_row() for t in tasks]}, sort_keys=True, default=str
+        {"inputs": inputs, "rows": [r.to_row() for r in rows]}, sort_keys=True, default=str
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from codeloop.config import RolloutConfig, RunnerConfig, SandboxConfig
-from codeloop.rollout.resume import ShardStore, policy_version, shard_key
+from codeloop.rollout.resume import ShardStore, code_hash, policy_version, shard_key
 from codeloop.rollout.runners import chunked, fan_out
 from codeloop.schema import Task, Trajectory
 
@@ -132,6 +132,7 @@ def fan_out_rollout(
             "rollout": rollout.model_dump(),
             "sandbox": sandbox.model_dump(),
             "dataset_version": dataset_version,
+            "code": code_hash("policy", "rollout", "sandbox"),
         }
     units = groups if resume_dir else tasks
     jobs = [

@@ -5,7 +5,8 @@ through codeloop.rollout.scaleout; every runner writes the same rows, so ``runne
 a DVC param of the stage. Reads ``rollout.*``, ``sandbox.*``, ``policy.checkpoint`` (the
 policy directory), data/buckets/{plan.json, tasks.parquet} and data/clean/manifest.json
 (dataset_version). Writes data/rollouts/ (Parquet shards + trajectories.jsonl; reward
-fields left for the score stage) and metrics/rollout.json. Never reads ``reward.*``.
+fields left for the score stage) and metrics/rollout.json. Never reads ``reward.*``. With
+``rollout.resume`` a killed run resumes from the groups it finished (codeloop.rollout.resume).
 """
 
 from __future__ import annotations
