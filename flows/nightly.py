@@ -12,6 +12,9 @@ keeps two runs apart. If any stage fails or the gate refuses, the tracked files 
 touched are restored and ``dvc checkout`` brings back the last good iteration's data:
 nothing is promoted, committed or tagged.
 
+A promoted night also appends its scored trajectories to data/archive/ (retention
+applied, ``dvc add``ed and committed with the tag: codeloop.ops.archiving).
+
 Before the stages run, ``rollout.iteration`` (the bucket plan's and the sampling seed
 stream's position) is set to the next *night* number: one more than the committed value,
 the last promoted iteration and the last night tried in this workspace (remembered in
