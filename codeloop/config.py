@@ -334,6 +334,11 @@ class RetentionConfig(_Section):
         gt=0,
         description="Archive size past which a night's remaining rows are dropped, not archived.",
     )
+    over_budget: Literal["drop", "strip"] = Field(
+        "strip",
+        description="Rest rows past the budget: 'strip' keeps them without token ids, "
+        "log-probs and run output (stats and code stay; not trainable), 'drop' removes them.",
+    )
     seed: int = Field(0, description="Seed of the stratified sample (mixed with the iteration).")
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
+
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -85,6 +88,37 @@ def test_past_the_size_budget_the_rest_is_dropped_and_the_kept_tiers_stay(tmp_pa
     counts = append_night(tmp_path / "a", _night(1), cfg)
     ids = {t.trajectory_id for t in query(tmp_path / "a")}
     assert (counts["dropped"], counts["archived_rest"], len(ids)) == (7, 0, 5)
+
+
+def _large_night() -> list[Trajectory]:
+    rng = random.Random(0)  # random ids: the token columns dominate the file sizes
+    rows = []
+    for t in _night(1):
+        ids = [rng.randrange(50_000) for _ in range(20_000)]
+        rows.append(
+            replace(t, token_ids=ids, loss_mask=[1] * len(ids), sample_logprobs=[-1.0] * len(ids))
+        )
+    return rows
+
+
+def test_past_the_size_budget_the_rest_is_kept_stripped_when_that_fits(tmp_path):
+    kept = append_night(
+        tmp_path / "k",
+        _large_night(),
+        RetentionConfig(sample_per_stratum=1, size_budget_mb=1e-6, over_budget="drop"),
+    )["archive_bytes"]
+    budget = (kept + 50_000) / 2**20  # room for the stripped rest, not for the full one
+    cfg = RetentionConfig(sample_per_stratum=1, size_budget_mb=budget, over_budget="strip")
+    counts = append_night(tmp_path / "a", _large_night(), cfg)
+    stripped = [t for t in query(tmp_path / "a") if not t.token_ids]
+    assert (counts["stripped"], counts["dropped"], len(stripped)) == (7, 0, 7)
+
+
+def test_stripped_rows_keep_their_code_and_reward_but_never_train(tmp_path):
+    from codeloop.data.archive import strip
+
+    t = strip(_large_night()[1])
+    assert (t.final_code, t.reward, t.token_ids, t.sample_logprobs) == ("x = 1", 0.0, [], [])
 
 
 def test_under_the_size_budget_the_rest_is_archived(tmp_path):

@@ -2,7 +2,7 @@
 
 Layout: a hive-partitioned Parquet dataset, ``data/archive/iteration=N/reward_fn_version=V/``
 with ``part-sft.parquet`` and ``part-sample.parquet`` (and ``part-rest.parquet`` while the
-archive stays under ``retention.size_budget_mb``). Each file holds rows of the trajectory
+archive stays under ``retention.size_budget_mb``, else ``part-stripped.parquet``). Each file holds rows of the trajectory
 schema (``codeloop.io.TRAJECTORY_SCHEMA``) minus the two partition columns, which pyarrow,
 pandas and ``datasets`` restore from the directory names::
 
@@ -19,7 +19,10 @@ fact. The archive is no stage's dependency: dropping rows from it cannot break t
 Retention tiers (``retention:`` in params.yaml): ``sft`` keeps every row with reward >=
 ``sft_reward_threshold``; ``sample`` keeps ``sample_per_stratum`` rows of the rest per
 (bucket, terminal_reason), seeded by ``seed`` and the iteration; ``rest`` is archived while
-the archive fits the size budget and dropped otherwise. Infra-error rows are never kept:
+the archive fits the size budget; past it, ``over_budget: strip`` keeps it as
+``part-stripped.parquet`` (code, rewards, reasons; no token ids, log-probs or run output,
+so it never trains: the trainer and the transitions export skip token-less rows) while
+that fits, and otherwise (or with ``drop``) drops it. Infra-error rows are never kept:
 they measure our infrastructure, not the policy.
 """
 
@@ -29,6 +32,7 @@ import os
 import random
 import shutil
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +87,30 @@ def _write(part_dir: Path, name: str, rows: list[Trajectory]) -> Path:
     return path
 
 
+def strip(t: Trajectory) -> Trajectory:
+    """t without what makes it large and trainable: token ids, log-probs, run output."""
+    actions = [
+        replace(a, observation=replace(a.observation, stdout="", stderr="")) for a in t.actions
+    ]
+    return replace(t, actions=actions, token_ids=[], loss_mask=[], sample_logprobs=[])
+
+
+def _write_rest(archive, part, rows, cfg: RetentionConfig, budget: int, counts) -> None:
+    """The rest tier in full if it fits the budget, else stripped (if it fits) or dropped."""
+    path = _write(part, "rest", rows)
+    if _dir_bytes(archive) <= budget:
+        counts["archived_rest"] += len(rows)
+        return
+    path.unlink()
+    if cfg.over_budget == "strip":
+        path = _write(part, "stripped", [strip(t) for t in rows])
+        if _dir_bytes(archive) <= budget:
+            counts["stripped"] += len(rows)
+            return
+        path.unlink()
+    counts["dropped"] += len(rows)
+
+
 def partition_dir(archive: Path, iteration: int, reward_version: str) -> Path:
     return Path(archive) / f"iteration={iteration}" / f"reward_fn_version={reward_version}"
 
@@ -104,7 +132,8 @@ def append_night(
     for it in {it for it, _ in by_part}:
         if (archive / f"iteration={it}").exists():
             raise FileExistsError(f"{archive}/iteration={it}: night already archived")
-    counts = {"kept_sft": 0, "kept_sample": 0, "archived_rest": 0, "dropped": 0, "infra": 0}
+    counts = {"kept_sft": 0, "kept_sample": 0, "archived_rest": 0, "stripped": 0, "dropped": 0}
+    counts["infra"] = 0
     budget = int(cfg.size_budget_mb * 1024 * 1024)
     for (it, version), rows in sorted(by_part.items()):
         tiers = retain(rows, cfg, buckets or {}, it)
@@ -117,14 +146,9 @@ def append_night(
         counts["kept_sample"] += len(tiers["sample"])
         counts["infra"] += len(tiers["infra"])
         if tiers["rest"]:
-            rest = _write(part, "rest", tiers["rest"])
-            if _dir_bytes(archive) > budget:  # the rest does not fit: drop it
-                rest.unlink()
-                counts["dropped"] += len(tiers["rest"])
-            else:
-                counts["archived_rest"] += len(tiers["rest"])
+            _write_rest(archive, part, tiers["rest"], cfg, budget, counts)
     counts["kept"] = counts["kept_sft"] + counts["kept_sample"]
-    counts["archived"] = counts["kept"] + counts["archived_rest"]
+    counts["archived"] = counts["kept"] + counts["archived_rest"] + counts["stripped"]
     counts["archive_bytes"] = _dir_bytes(archive)
     return counts
 

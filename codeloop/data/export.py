@@ -15,7 +15,8 @@ Formats (one ``train.parquet`` per export, so ``datasets.load_dataset(DIR)`` rea
   previous run's result), ``action`` / ``action_ids`` / ``action_logprobs`` / ``logp``
   (the sampler's, summed), ``reward`` (the step reward, plus the episode reward on the
   last step), ``next_state_ids`` and ``done``. Steps are the loss-mask runs of the stored
-  token layout (codeloop.rollout.episodes), one per generate/revise action.
+  token layout (codeloop.rollout.episodes), one per generate/revise action; rows
+  without tokens (stripped by retention) are left out.
 
 Infra-error rows are never exported: they measure our infrastructure, not the policy.
 """
@@ -128,6 +129,8 @@ def _obs_text(o: Observation) -> str:
 def transition_rows(trajs: list[Trajectory]) -> list[dict[str, Any]]:
     rows = []
     for t in _usable(trajs):
+        if not t.token_ids:
+            continue  # a stripped archive row (retention over_budget: strip) has no tokens
         steps = [a for a in t.actions if a.action_type in ("generate", "revise")]
         spans = _spans(t)
         if len(spans) != len(steps):
