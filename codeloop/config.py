@@ -189,12 +189,8 @@ class RolloutConfig(_Section):
     batch_size: int = Field(64, ge=1, description="Sequences per generate() call.")
     seed: int = Field(0, description="Sampling seed.")
     iteration: int = Field(0, ge=0, description="Iteration number stamped into trajectories.")
-    resume: bool = Field(
-        True, description="Keep finished task groups so a killed rollout resumes from them."
-    )
-    resume_shard_tasks: int = Field(
-        16, ge=1, description="Tasks per resume shard (whole GRPO groups; one write each)."
-    )
+    resume: bool = Field(True, description="Keep finished groups: a killed rollout resumes.")
+    resume_shard_tasks: int = Field(16, ge=1, description="Tasks per rollout resume shard.")
 
 
 # The reward compositions there are, by name. codeloop.rewards.registry registers exactly
@@ -244,12 +240,8 @@ class ScoreConfig(_Section):
     alarm_min_delta: float = Field(
         0.01, ge=0, le=1, description="Hacking alarm: noise floor for reward/hidden-rate moves."
     )
-    resume: bool = Field(
-        True, description="Keep scored group shards so a killed score stage resumes from them."
-    )
-    resume_shard_groups: int = Field(
-        16, ge=1, description="Whole GRPO groups per score resume shard (one write each)."
-    )
+    resume: bool = Field(True, description="Keep scored shards: a killed score resumes.")
+    resume_shard_groups: int = Field(16, ge=1, description="GRPO groups per score resume shard.")
 
 
 class CriticConfig(_Section):
@@ -319,26 +311,12 @@ class EvaluateConfig(_Section):
     )
 
 
-class RetentionConfig(_Section):
-    """Which of a night's scored trajectories data/archive/ keeps (codeloop.data.archive)."""
-
+class RetentionConfig(_Section):  # what data/archive/ keeps (codeloop.data.archive)
     enabled: bool = Field(True, description="Append each promoted night to data/archive/.")
-    sft_reward_threshold: float = Field(
-        1.0, description="Rows with reward >= this are always kept (tier 'sft', for RFT/SFT)."
-    )
-    sample_per_stratum: int = Field(
-        8, ge=0, description="Rows kept of the rest per (bucket, terminal_reason) (tier 'sample')."
-    )
-    size_budget_mb: float = Field(
-        512.0,
-        gt=0,
-        description="Archive size past which a night's remaining rows are dropped, not archived.",
-    )
-    over_budget: Literal["drop", "strip"] = Field(
-        "strip",
-        description="Rest rows past the budget: 'strip' keeps them without token ids, "
-        "log-probs and run output (stats and code stay; not trainable), 'drop' removes them.",
-    )
+    sft_reward_threshold: float = Field(1.0, description="Reward >= this: always kept ('sft').")
+    sample_per_stratum: int = Field(8, ge=0, description="Kept per (bucket, terminal_reason).")
+    size_budget_mb: float = Field(512.0, gt=0, description="Past it: over_budget (strip/drop).")
+    over_budget: Literal["drop", "strip"] = Field("strip", description="Rest past budget.")
     seed: int = Field(0, description="Seed of the stratified sample (mixed with the iteration).")
 
 
@@ -370,9 +348,7 @@ class Params(_Section):
         default_factory=EvaluateConfig, description="Frozen-set evaluation stage."
     )
     runner: RunnerConfig = Field(default_factory=RunnerConfig, description="Task runner.")
-    retention: RetentionConfig = Field(
-        default_factory=RetentionConfig, description="Trajectory archive retention."
-    )
+    retention: RetentionConfig = Field(default_factory=RetentionConfig, description="Archive.")
 
 
 def _describe(err: dict[str, Any], model: type[BaseModel]) -> str:
