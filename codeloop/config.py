@@ -290,6 +290,11 @@ class TrainConfig(_Section):
         ge=0,
         description="Also save a checkpoint every N steps under checkpoints/; 0 = final only.",
     )
+    rft: Literal["off", "before", "instead"] = Field(
+        "off", description="Fine-tune on passing episodes before or instead of GRPO (RFT)."
+    )
+    rft_steps: int = Field(4, ge=0, description="RFT full-batch steps (codeloop.train.rft).")
+    rft_lr: float = Field(1e-4, gt=0, le=1.0, description="RFT AdamW learning rate.")
     keep_optimizer_state: bool = Field(
         True,
         description="Carry AdamW's moments across iterations: the candidate gets optimizer.pt "

@@ -16,6 +16,9 @@ Departures from TRL's GRPOTrainer, on purpose:
   a stochastic forward would make the ratio noisy at step 0.
 - with ``skip_tied_groups`` (default) groups whose rewards all tie are dropped before the
   update (DAPO's dynamic sampling) instead of riding along with advantage 0.
+
+With ``train.rft`` (before / instead) the policy is first fine-tuned on the passing
+episodes (codeloop.train.rft); ``instead`` skips the GRPO update.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from codeloop.policy.model import VERSION_FILE, Policy
 from codeloop.schema import Trajectory
 from codeloop.train import distributed as ddp
 from codeloop.train.grpo import group_advantages_by_key, grpo_loss, token_logps
+from codeloop.train.rft import run_rft
 
 OPT_FILE = "optimizer.pt"  # AdamW state beside a checkpoint (train.keep_optimizer_state)
 
@@ -307,6 +311,10 @@ def train_grpo(
     torch.manual_seed(cfg.seed)
     policy = Policy.load(policy_dir)
     items, summary = prepare_batch(trajectories, cfg, policy.max_context)
+    if cfg.rft != "off":  # rejection-sampling fine-tuning first (codeloop.train.rft)
+        summary.update(run_rft(policy, trajectories, cfg))
+        if cfg.rft == "instead":
+            items = []
     if ddp.is_main():
         _prepare_out(out_dir)
     summary["policy_version"] = policy.model_version
