@@ -19,6 +19,8 @@ COMMANDS = {
     "doctor": "doctor",
     "rollback": "rollback",
     "report": "report",
+    "archive": "archive",
+    "export": "export",
 }
 
 

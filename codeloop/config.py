@@ -189,6 +189,8 @@ class RolloutConfig(_Section):
     batch_size: int = Field(64, ge=1, description="Sequences per generate() call.")
     seed: int = Field(0, description="Sampling seed.")
     iteration: int = Field(0, ge=0, description="Iteration number stamped into trajectories.")
+    resume: bool = Field(True, description="Keep finished groups: a killed rollout resumes.")
+    resume_shard_tasks: int = Field(16, ge=1, description="Tasks per rollout resume shard.")
 
 
 # The reward compositions there are, by name. codeloop.rewards.registry registers exactly
@@ -238,6 +240,8 @@ class ScoreConfig(_Section):
     alarm_min_delta: float = Field(
         0.01, ge=0, le=1, description="Hacking alarm: noise floor for reward/hidden-rate moves."
     )
+    resume: bool = Field(True, description="Keep scored shards: a killed score resumes.")
+    resume_shard_groups: int = Field(16, ge=1, description="GRPO groups per score resume shard.")
 
 
 class CriticConfig(_Section):
@@ -286,6 +290,11 @@ class TrainConfig(_Section):
         ge=0,
         description="Also save a checkpoint every N steps under checkpoints/; 0 = final only.",
     )
+    rft: Literal["off", "before", "instead"] = Field(
+        "off", description="Fine-tune on passing episodes before or instead of GRPO (RFT)."
+    )
+    rft_steps: int = Field(4, ge=0, description="RFT full-batch steps (codeloop.train.rft).")
+    rft_lr: float = Field(1e-4, gt=0, le=1.0, description="RFT AdamW learning rate.")
     keep_optimizer_state: bool = Field(
         True,
         description="Carry AdamW's moments across iterations: the candidate gets optimizer.pt "
@@ -305,6 +314,15 @@ class EvaluateConfig(_Section):
     gate_tolerance: float = Field(
         0.02, ge=0, le=1, description="Largest pass@1 drop allowed before promotion is refused."
     )
+
+
+class RetentionConfig(_Section):  # what data/archive/ keeps (codeloop.data.archive)
+    enabled: bool = Field(True, description="Append each promoted night to data/archive/.")
+    sft_reward_threshold: float = Field(1.0, description="Reward >= this: always kept ('sft').")
+    sample_per_stratum: int = Field(8, ge=0, description="Kept per (bucket, terminal_reason).")
+    size_budget_mb: float = Field(512.0, gt=0, description="Past it: over_budget (strip/drop).")
+    over_budget: Literal["drop", "strip"] = Field("strip", description="Rest past budget.")
+    seed: int = Field(0, description="Seed of the stratified sample (mixed with the iteration).")
 
 
 class RunnerConfig(_Section):
@@ -335,6 +353,7 @@ class Params(_Section):
         default_factory=EvaluateConfig, description="Frozen-set evaluation stage."
     )
     runner: RunnerConfig = Field(default_factory=RunnerConfig, description="Task runner.")
+    retention: RetentionConfig = Field(default_factory=RetentionConfig, description="Archive.")
 
 
 def _describe(err: dict[str, Any], model: type[BaseModel]) -> str:

@@ -16,6 +16,11 @@ CLEAN_DIR = "data/clean"
 BUCKETS_DIR = "data/buckets"
 ROLLOUTS_DIR = "data/rollouts"
 TRAJECTORIES_DIR = "data/trajectories"
+ARCHIVE_DIR = "data/archive"  # no stage's out: the nightly flow appends and `dvc add`s it
+ARCHIVE_METRICS = "metrics/archive.json"
+# Resume state of a killed stage: DVC's ignored scratch space, never under the outs (DVC
+# deletes a stage's outs before it runs).
+RESUME_DIR = ".dvc/tmp/codeloop-resume"  # the retention counts of the last promoted night
 BASE_MODEL = "models/base"
 INIT_MODEL = "models/init"
 CANDIDATE_MODEL = "models/candidate"
@@ -91,6 +96,18 @@ class Paths:
     @property
     def trajectories_dir(self) -> Path:
         return self._p(TRAJECTORIES_DIR)
+
+    @property
+    def archive_dir(self) -> Path:
+        return self._p(ARCHIVE_DIR)
+
+    @property
+    def archive_metrics(self) -> Path:
+        return self._p(ARCHIVE_METRICS)
+
+    def resume_dir(self, stage: str) -> Path:
+        """Where a stage keeps finished shards until its outs are written."""
+        return self._p(RESUME_DIR) / stage
 
     # models
     @property

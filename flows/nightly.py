@@ -12,6 +12,9 @@ keeps two runs apart. If any stage fails or the gate refuses, the tracked files 
 touched are restored and ``dvc checkout`` brings back the last good iteration's data:
 nothing is promoted, committed or tagged.
 
+A promoted night also appends its scored trajectories to data/archive/ (retention
+applied, ``dvc add``ed and committed with the tag: codeloop.ops.archiving).
+
 Before the stages run, ``rollout.iteration`` (the bucket plan's and the sampling seed
 stream's position) is set to the next *night* number: one more than the committed value,
 the last promoted iteration and the last night tried in this workspace (remembered in
@@ -38,6 +41,7 @@ from codeloop.config import load_params
 from codeloop.evaluate.gate import promote, set_param
 from codeloop.evaluate.history import pass_rates_from_trajectories, read_iterations, tag_for
 from codeloop.io import read_json, read_trajectories, write_json
+from codeloop.ops.archiving import archive_night, undo_archive
 from codeloop.ops.rollback import dvc, git, require_clean, workspace_lock
 from codeloop.paths import Paths
 from codeloop.stages import evaluate as evaluate_stage
@@ -139,6 +143,15 @@ def promote_candidate(repo: str, row: dict[str, Any]) -> list[str]:
 
 
 @task
+def archive(repo: str) -> tuple[list[str], dict[str, Any] | None]:
+    """Append the promoted night's trajectories to data/archive/ (codeloop.ops.archiving)."""
+    files, counts = archive_night(repo)
+    if counts is not None:
+        get_run_logger().info("archive: %s", counts)
+    return files, counts
+
+
+@task
 def commit_and_tag(repo: str, files: list[str], row: dict[str, Any]) -> str:
     tag = tag_for(int(row["iteration"]))
     paths = [
@@ -204,15 +217,21 @@ def nightly(repo: str = ".", pull: bool = True, push: bool = True) -> dict[str, 
                 "rollout_iteration": night,
             }
         files = promote_candidate(repo, row)
-        if push:
-            try:
+        counts = None
+        try:
+            # archive_night undoes its own partial work; a push failure undoes it here.
+            archived, counts = archive(repo)
+            files = [*files, *archived]
+            if push:
                 dvc_push(repo)
-            except Exception:
-                tag = tag_for(int(row["iteration"]))
-                shutil.rmtree(Path(repo) / "models" / tag, ignore_errors=True)
-                (Path(repo) / "models" / f"{tag}.dvc").unlink(missing_ok=True)
-                _restore_after_failure(repo, log)
-                raise
+        except Exception:
+            if counts is not None:
+                undo_archive(repo, counts["iterations"])
+            tag = tag_for(int(row["iteration"]))
+            shutil.rmtree(Path(repo) / "models" / tag, ignore_errors=True)
+            (Path(repo) / "models" / f"{tag}.dvc").unlink(missing_ok=True)
+            _restore_after_failure(repo, log)
+            raise
         commit = commit_and_tag(repo, files, row)
         log.info("promoted %s at %s", tag_for(int(row["iteration"])), commit[:12])
         return {

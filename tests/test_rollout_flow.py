@@ -73,3 +73,10 @@ def test_rollout_metrics_are_written(stage_root):
     assert (
         read_json(Paths(root).metrics("rollout"))["trajectories"] == 12 == metrics["trajectories"]
     )
+
+
+def test_a_finished_rollout_leaves_no_resume_state(stage_root):
+    # rollout.resume is on by default: shards were kept while it ran, and dropped after
+    # the outs were written (a stale shard must never outlive the run that wrote it).
+    root, *_ = stage_root
+    assert not Paths(root).resume_dir("rollout").exists()

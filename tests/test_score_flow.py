@@ -64,3 +64,9 @@ def test_metrics_count_zero_std_groups(ran):
 def test_the_flow_replays_its_sample_and_agrees(ran):
     _, metrics = ran
     assert metrics["replay"]["replayed"] == 4 and metrics["replay"]["mismatches"] == 0
+
+
+def test_a_finished_score_stage_leaves_no_resume_state(ran):
+    # score.resume is on by default: shards were kept while it ran, dropped after the outs.
+    root, _ = ran
+    assert not Paths(root).resume_dir("score").exists()

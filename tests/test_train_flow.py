@@ -80,3 +80,25 @@ def test_train_flow_refuses_to_start_when_preflight_fails(
     ):
         train(root=str(tmp_path))
     assert not (Paths(tmp_path).candidate_model).exists()
+
+
+def test_train_flow_with_rft_reports_the_rft_metrics(
+    prefect_harness, tiny_policy_dir, tmp_path, preflight_passes
+):
+    from flows.train import train
+
+    policy = Policy.load(tiny_policy_dir)
+    trajs = _group(policy, "a") + _group(policy, "b")
+    for t in trajs:
+        t.metadata.reward_fn_version = "v1"
+        t.terminal_reason = "all_tests_passed" if t.reward == 1.0 else "max_steps"
+    write_trajectories(Paths(tmp_path).trajectories_dir, trajs)
+    params = {
+        "policy": {"checkpoint": str(tiny_policy_dir)},
+        "train": {**TINY_TRAIN, "rft": "before"},
+    }
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    train(root=str(tmp_path))
+    on_disk = read_json(Paths(tmp_path).metrics("train"))
+    # Per group the two passing rows share one final code (""): one example per task.
+    assert (on_disk["rft_mode"], on_disk["rft_examples"], on_disk["steps"]) == ("before", 2, 2)

@@ -10,7 +10,13 @@ import torch
 
 from codeloop.config import TrainConfig
 from codeloop.policy.model import VERSION_FILE, Policy, checkpoint_hash
-from codeloop.train.trainer import OPT_FILE, collate, select_trajectories, train_grpo
+from codeloop.train.trainer import (
+    OPT_FILE,
+    collate,
+    prepare_batch,
+    select_trajectories,
+    train_grpo,
+)
 from tests._tiny_policy import BAD, FEEDBACK, GOOD, PROMPT, make_tiny_policy
 from tests._tiny_policy import episode as _episode
 from tests._tiny_policy import group as _group
@@ -114,6 +120,16 @@ def test_tied_groups_are_counted_and_left_out_of_the_update(tiny_policy_dir, tmp
     m = train_grpo(tiny_policy_dir, _group(policy, "live") + tied, _cfg(), tmp_path / "c")
     assert m["frac_reward_zero_std"] == 0.5
     assert m["n_in_update"] == 4
+
+
+def test_a_member_on_its_group_mean_stays_in_the_update(tiny_policy_dir):
+    # Rewards 0, .5, 1, .5: the two .5 members sit on the mean (advantage exactly 0) of a
+    # live group; only whole tied groups may be dropped, or they lose their KL term.
+    policy = Policy.load(tiny_policy_dir)
+    live = [replace(t, reward=r) for t, r in zip(_group(policy), [0.0, 0.5, 1.0, 0.5], strict=True)]
+    tied = [replace(t, reward=1.0) for t in _group(policy, "tied")]
+    items, _ = prepare_batch(live + tied, _cfg(), policy.max_context)
+    assert sorted(t.trajectory_id for t, _ in items) == ["k-0", "k-1", "k-2", "k-3"]
 
 
 def test_an_all_tied_batch_leaves_the_policy_unchanged(tiny_policy_dir, tmp_path):

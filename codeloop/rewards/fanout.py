@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from codeloop.config import RewardConfig, RunnerConfig, SandboxConfig
+from codeloop.rollout.resume import ShardStore, code_hash, shard_key
 from codeloop.rollout.runners import chunked, fan_out
 from codeloop.schema import Task, Trajectory
 
@@ -41,19 +42,34 @@ class ScoreJob:
     reward: RewardConfig
     sandbox: SandboxConfig
     hidden: bool = True
+    resume_dir: str = ""  # non-empty: this chunk is one resume shard, named shard_key
+    shard_key: str = ""
 
 
 def run_score_chunk(job: ScoreJob) -> list[Trajectory]:
     """Score one chunk of stored trajectories with its own sandbox executor."""
     from codeloop.sandbox import make_executor
 
+    store = ShardStore(job.resume_dir) if job.resume_dir else None
+    if store and (done := store.load(job.shard_key)) is not None:
+        return done  # a killed run scored this shard already
     executor = make_executor(job.sandbox)
     try:
-        return score_rows(
+        rows = score_rows(
             job.trajs, job.tasks_by_id, executor, reward=job.reward, hidden=job.hidden
         )
     finally:
         executor.close()
+    if store:
+        store.save(job.shard_key, rows)
+    return rows
+
+
+def _chunks(groups: list[list[int]], n_chunks: int, resume_groups: int) -> list[list[list[int]]]:
+    """Chunks of whole groups: n_chunks of them, or fixed shards of resume_groups groups."""
+    if resume_groups:  # fixed shards, independent of the runner: a rerun finds them
+        return [groups[i : i + resume_groups] for i in range(0, len(groups), resume_groups)]
+    return chunked(groups, n_chunks)
 
 
 def fan_out_score(
@@ -65,17 +81,34 @@ def fan_out_score(
     runner: RunnerConfig,
     hidden: bool = True,
     n_chunks: int = 0,
+    resume_dir: str = "",
+    resume_shard_groups: int = 16,
 ) -> list[Trajectory]:
-    """Scored copies of trajs in input order, fanned out in chunks of whole groups."""
+    """Scored copies of trajs in input order, fanned out in chunks of whole groups.
+
+    resume_dir: score in shards of resume_shard_groups groups kept there, and reuse the
+    shards a killed run finished (codeloop.rollout.resume).
+    """
     groups: dict[str, list[int]] = {}
     for i, t in enumerate(trajs):
         groups.setdefault(t.prompt_key, []).append(i)
+    inputs = {}
+    if resume_dir:
+        inputs = {
+            "reward": reward.model_dump(),
+            "sandbox": sandbox.model_dump(),
+            "hidden": hidden,
+            "code": code_hash("rewards", "sandbox"),
+        }
     jobs, where = [], []
-    for chunk in chunked(list(groups.values()), n_chunks or runner.workers):
+    shards = resume_shard_groups if resume_dir else 0
+    for chunk in _chunks(list(groups.values()), n_chunks or runner.workers, shards):
         idx = [i for g in chunk for i in g]
         ids = {trajs[i].task_id for i in idx}
         by_id = {k: v for k, v in tasks_by_id.items() if k in ids}
-        jobs.append(ScoreJob([trajs[i] for i in idx], by_id, reward, sandbox, hidden))
+        rows = [trajs[i] for i in idx]
+        key = shard_key(inputs, rows + [by_id[k] for k in sorted(by_id)]) if resume_dir else ""
+        jobs.append(ScoreJob(rows, by_id, reward, sandbox, hidden, str(resume_dir), key))
         where.append(idx)
     out: list[Trajectory | None] = [None] * len(trajs)
     for idx, rows in zip(where, fan_out(run_score_chunk, jobs, runner), strict=True):

@@ -25,9 +25,10 @@ generate concurrently without a lock. Policy loading is serialised inside
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from codeloop.config import RolloutConfig, RunnerConfig, SandboxConfig
+from codeloop.rollout.resume import ShardStore, code_hash, policy_version, shard_key
 from codeloop.rollout.runners import chunked, fan_out
 from codeloop.schema import Task, Trajectory
 
@@ -44,35 +45,57 @@ class ChunkJob:
     dataset_version: str
     iteration: int
     torch_threads: int = 0  # 0: as Policy.load sets it (CODELOOP_THREADS, default 1)
+    resume_dir: str = ""  # non-empty: tasks are rolled out in groups kept as shards
+    groups: list[list[Task]] = field(default_factory=list)  # the shards' tasks, in order
+    resume_inputs: dict = field(default_factory=dict)  # what every shard key hashes
+
+
+def _roll(job: ChunkJob, tasks: list[Task], policy, executor) -> list[Trajectory]:
+    from codeloop.rollout.episodes import run_rollout
+
+    trajs = run_rollout(
+        tasks,
+        policy,
+        executor,
+        job.rollout,
+        timeout_s=job.sandbox.timeout_s,
+        dataset_version=job.dataset_version,
+        iteration=job.iteration,
+    )
+    if job.score is not None:
+        trajs = job.score(trajs, {t.task_id: t for t in tasks}, executor)
+    return trajs
 
 
 def run_chunk(job: ChunkJob) -> list[Trajectory]:
     """Roll out (and score) one chunk of tasks; top-level so Dask/Ray pickle it by name."""
     from codeloop.policy.model import Policy
-    from codeloop.rollout.episodes import run_rollout
     from codeloop.sandbox import make_executor
 
+    store = ShardStore(job.resume_dir) if job.resume_dir else None
+    groups = job.groups if store else [job.tasks]
+    keys = [shard_key(job.resume_inputs, g) for g in groups] if store else []
+    done = [store.load(k) for k in keys] if store else [None]
+    if all(d is not None for d in done):
+        return [t for d in done for t in d]  # every group finished before: nothing to load
     policy = Policy.load(job.policy_dir)
     if job.torch_threads:
         import torch
 
         torch.set_num_threads(job.torch_threads)
     executor = make_executor(job.sandbox)
+    out: list[Trajectory] = []
     try:
-        trajs = run_rollout(
-            job.tasks,
-            policy,
-            executor,
-            job.rollout,
-            timeout_s=job.sandbox.timeout_s,
-            dataset_version=job.dataset_version,
-            iteration=job.iteration,
-        )
-        if job.score is not None:
-            trajs = job.score(trajs, {t.task_id: t for t in job.tasks}, executor)
+        for i, group in enumerate(groups):
+            trajs = done[i]
+            if trajs is None:
+                trajs = _roll(job, group, policy, executor)
+                if store:
+                    store.save(keys[i], trajs)
+            out += trajs
     finally:
         executor.close()
-    return trajs
+    return out
 
 
 def fan_out_rollout(
@@ -86,24 +109,46 @@ def fan_out_rollout(
     dataset_version: str,
     n_chunks: int = 0,
     torch_threads: int = 0,
+    resume_dir: str = "",
 ) -> list[Trajectory]:
     """All tasks' trajectories in task order, scored by ``score`` (None: rollout only).
 
     n_chunks 0 = one chunk per runner worker. torch_threads > 0 sets torch's threads in
     each chunk (a different count can change matmul rounding, so keep it equal across
-    runs that must agree row for row).
+    runs that must agree row for row). resume_dir: keep finished groups of
+    ``rollout.resume_shard_tasks`` tasks there and skip those a killed run finished
+    (codeloop.rollout.resume); rollout only (score None).
     """
+    if resume_dir and score is not None:
+        raise ValueError("resume_dir: resumable rollout keys shards on rollout inputs only")
+    groups: list[list[Task]] = []
+    inputs: dict = {}
+    if resume_dir:
+        # Fixed groups, independent of the runner: a rerun on other workers finds them.
+        size = rollout.resume_shard_tasks
+        groups = [tasks[i : i + size] for i in range(0, len(tasks), size)]
+        inputs = {
+            "policy": policy_version(policy_dir),
+            "rollout": rollout.model_dump(),
+            "sandbox": sandbox.model_dump(),
+            "dataset_version": dataset_version,
+            "code": code_hash("policy", "rollout", "sandbox"),
+        }
+    units = groups if resume_dir else tasks
     jobs = [
         ChunkJob(
             policy_dir=str(policy_dir),
-            tasks=c,
+            tasks=[t for g in c for t in g] if resume_dir else c,
             rollout=rollout,
             sandbox=sandbox,
             score=score,
             dataset_version=dataset_version,
             iteration=rollout.iteration,
             torch_threads=torch_threads,
+            resume_dir=str(resume_dir),
+            groups=c if resume_dir else [],
+            resume_inputs=inputs,
         )
-        for c in chunked(tasks, n_chunks or runner.workers)
+        for c in chunked(units, n_chunks or runner.workers)
     ]
     return [t for rows in fan_out(run_chunk, jobs, runner) for t in rows]

@@ -5,7 +5,8 @@ through codeloop.rollout.scaleout; every runner writes the same rows, so ``runne
 a DVC param of the stage. Reads ``rollout.*``, ``sandbox.*``, ``policy.checkpoint`` (the
 policy directory), data/buckets/{plan.json, tasks.parquet} and data/clean/manifest.json
 (dataset_version). Writes data/rollouts/ (Parquet shards + trajectories.jsonl; reward
-fields left for the score stage) and metrics/rollout.json. Never reads ``reward.*``.
+fields left for the score stage) and metrics/rollout.json. Never reads ``reward.*``. With
+``rollout.resume`` a killed run resumes from the groups it finished (codeloop.rollout.resume).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from codeloop.config import Params
 from codeloop.io import read_json, read_tasks, write_json, write_trajectories
 from codeloop.paths import Paths
 from codeloop.rollout.episodes import rollout_metrics
+from codeloop.rollout.resume import ShardStore
 from codeloop.rollout.scaleout import fan_out_rollout
 from codeloop.schema import Task
 from codeloop.stages import Step, call
@@ -44,6 +46,8 @@ def load_plan(paths: Paths) -> tuple[list[Task], str]:
 def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
     """Write data/rollouts and metrics/rollout.json; returns the metrics."""
     tasks, dataset_version = step(load_plan, paths)
+    # Finished groups of a killed run are kept here (codeloop.rollout.resume).
+    resume = paths.resume_dir("rollout") if params.rollout.resume else None
     t0 = time.perf_counter()
     trajs = step(
         fan_out_rollout,
@@ -53,6 +57,7 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
         sandbox=params.sandbox,
         runner=params.runner,
         dataset_version=dataset_version,
+        resume_dir=str(resume) if resume else "",
     )  # no score function: the score stage scores; rollout never reads reward.*
     seconds = time.perf_counter() - t0
     version = trajs[0].metadata.model_version if trajs else ""
@@ -62,6 +67,8 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
         params.runner.workers,
     )  # fmt: skip
     write_trajectories(paths.rollouts_dir, trajs)
+    if resume:
+        ShardStore(resume).clear()  # the outs hold every row now
     extra = {
         "model_version": version,
         "dataset_version": dataset_version,

@@ -7,7 +7,8 @@ re-executes each final code against the task's visible tests with the reward ver
 distributions, visible/hidden pass rates and gap, infra errors, zero-std group fraction,
 the replay summary). Then replays ``score.replay_sample`` stored trajectories and fails
 the stage on any mismatch. Scoring fans out over ``runner.*`` in chunks of whole GRPO
-groups (codeloop.rewards.fanout.fan_out_score); every runner gives the same rows.
+groups (codeloop.rewards.fanout.fan_out_score); every runner gives the same rows. With
+``score.resume`` a killed run resumes from the shards it finished (codeloop.rollout.resume).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from codeloop.io import read_trajectories, read_with_tasks, write_json, write_tr
 from codeloop.paths import Paths
 from codeloop.rewards.fanout import fan_out_score
 from codeloop.rewards.summary import summarize
+from codeloop.rollout.resume import ShardStore
 from codeloop.schema import Task
 from codeloop.stages import Step, call
 
@@ -54,6 +56,8 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
     trajs, tasks_by_id = step(read_with_tasks, paths.rollouts_dir, paths.bucket_tasks)
     log.info("%d trajectories over %d tasks", len(trajs), len(tasks_by_id))
     log.info("scoring on runner %s x%d", params.runner.kind, params.runner.workers)
+    # Finished shards of a killed run are kept here (codeloop.rollout.resume).
+    resume = paths.resume_dir("score") if params.score.resume else None
     scored = step(
         fan_out_score,
         trajs,
@@ -62,8 +66,12 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
         sandbox=params.sandbox,
         runner=params.runner,
         hidden=params.score.hidden_diagnostics,
+        resume_dir=str(resume) if resume else "",
+        resume_shard_groups=params.score.resume_shard_groups,
     )
     step(write_trajectories, paths.trajectories_dir, scored)
+    if resume:
+        ShardStore(resume).clear()  # the outs hold every row now
     metrics = step(summarize, scored, params.reward.version)
     rep: dict[str, Any] = {"replayed": 0, "mismatches": 0, "errors": 0}
     if params.score.replay_sample > 0 and scored:

@@ -16,6 +16,9 @@ Departures from TRL's GRPOTrainer, on purpose:
   a stochastic forward would make the ratio noisy at step 0.
 - with ``skip_tied_groups`` (default) groups whose rewards all tie are dropped before the
   update (DAPO's dynamic sampling) instead of riding along with advantage 0.
+
+With ``train.rft`` (before / instead) the policy is first fine-tuned on the passing
+episodes (codeloop.train.rft); ``instead`` skips the GRPO update.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from codeloop.policy.model import VERSION_FILE, Policy
 from codeloop.schema import Trajectory
 from codeloop.train import distributed as ddp
 from codeloop.train.grpo import group_advantages_by_key, grpo_loss, token_logps
+from codeloop.train.rft import run_rft
 
 OPT_FILE = "optimizer.pt"  # AdamW state beside a checkpoint (train.keep_optimizer_state)
 
@@ -113,6 +117,17 @@ def _batches(items: list, size: int, rng: random.Random):
 # ---------------------------------------------------------------- training
 
 
+def drop_tied_groups(items: list[tuple[Trajectory, float]]) -> list[tuple[Trajectory, float]]:
+    """Items whose group (``prompt_key``) has any non-zero advantage.
+
+    A group whose rewards tie has all advantages exactly 0; a live group always has at
+    least one non-zero. A member of a live group that sits on its group's mean (advantage
+    0) stays: it still carries its KL term and counts in the loss denominator.
+    """
+    live = {t.prompt_key for t, a in items if a != 0.0}
+    return [(t, a) for t, a in items if t.prompt_key in live]
+
+
 def prepare_batch(
     trajectories: list[Trajectory], cfg: TrainConfig, max_len: int
 ) -> tuple[list[tuple[Trajectory, float]], dict[str, Any]]:
@@ -129,7 +144,7 @@ def prepare_batch(
         gstats = {"n_groups": 0, "frac_reward_zero_std": 0.0, "reward_mean": 0.0, "reward_std": 0.0}
     items = list(zip(usable, adv.tolist(), strict=True))
     if cfg.skip_tied_groups:
-        items = [(t, a) for t, a in items if a != 0.0]
+        items = drop_tied_groups(items)
     lengths = [sum(t.loss_mask[1:]) for t in usable]
     stats = {
         "n_trajectories": len(trajectories),
@@ -296,6 +311,10 @@ def train_grpo(
     torch.manual_seed(cfg.seed)
     policy = Policy.load(policy_dir)
     items, summary = prepare_batch(trajectories, cfg, policy.max_context)
+    if cfg.rft != "off":  # rejection-sampling fine-tuning first (codeloop.train.rft)
+        summary.update(run_rft(policy, trajectories, cfg))
+        if cfg.rft == "instead":
+            items = []
     if ddp.is_main():
         _prepare_out(out_dir)
     summary["policy_version"] = policy.model_version

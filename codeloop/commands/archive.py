@@ -1,0 +1,49 @@
+"""`codeloop archive query`: episodes from the trajectory archive (data/archive/).
+
+Prints one JSON line per episode (trajectory_id, task_id, iteration, reward_fn_version,
+reward, terminal_reason, final_code), or with ``--count`` only how many matched.
+Exit status: 0 answered (also when nothing matched); 2 no archive at the path.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+HELP = "Query the trajectory archive (e.g. passing episodes of a task since iteration N)."
+
+
+def add_arguments(p) -> None:
+    sub = p.add_subparsers(dest="archive_command", metavar="ACTION", required=True)
+    q = sub.add_parser("query", help="episodes matching every given filter")
+    q.add_argument("--archive", default="data/archive", help="the archive directory")
+    q.add_argument("--task-id", help="only this task")
+    q.add_argument("--since", type=int, help="only iterations >= this")
+    q.add_argument("--reward-version", help="only rows scored under this reward version")
+    q.add_argument("--passing", action="store_true", help="only episodes that passed all tests")
+    q.add_argument("--count", action="store_true", help="print the number of matches only")
+
+
+def run(args) -> int:
+    from codeloop.data.archive import query
+
+    try:
+        rows = query(args.archive, args.task_id, args.since, args.reward_version, args.passing)
+    except FileNotFoundError as exc:
+        print(f"codeloop archive: {exc}", file=sys.stderr)
+        return 2
+    if args.count:
+        print(len(rows))
+        return 0
+    for t in rows:
+        out = {
+            "trajectory_id": t.trajectory_id,
+            "task_id": t.task_id,
+            "iteration": t.iteration,
+            "reward_fn_version": t.metadata.reward_fn_version,
+            "reward": t.reward,
+            "terminal_reason": t.terminal_reason,
+            "final_code": t.final_code,
+        }
+        print(json.dumps(out, sort_keys=True))
+    return 0
