@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from codeloop.policy import prompts as P
+from codeloop.policy.formats import format_for
 from codeloop.schema import Task
 
 VERSION_FILE = "model_version.txt"
@@ -112,6 +113,7 @@ class Policy:
         tokenizer.padding_side = "left"
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
+        self.format = format_for(tokenizer)  # compact | chat | base (codeloop.policy.formats)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Policy:
@@ -129,11 +131,8 @@ class Policy:
         model.eval()
         vf = path / VERSION_FILE
         version = vf.read_text().strip() if vf.exists() else checkpoint_hash(path)
-        name = (
-            (path / "model_name.txt").read_text().strip()
-            if (path / "model_name.txt").exists()
-            else ""
-        )
+        nf = path / "model_name.txt"
+        name = nf.read_text().strip() if nf.exists() else ""
         return cls(model, tok, name=name or path.name, model_version=version)
 
     def save(self, path: str | os.PathLike) -> str:
@@ -162,12 +161,8 @@ class Policy:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def stop_ids(self) -> list[int]:
-        """EOS plus the end marker where it is a single token (the embedded tokenizer)."""
-        ids = {self.tokenizer.eos_token_id}
-        end = self.encode(P.END)
-        if len(end) == 1:
-            ids.add(end[0])
-        return sorted(i for i in ids if i is not None)
+        """Token ids that end a turn: the format's (EOS, end marker, end-of-turn tokens)."""
+        return self.format.stop_ids()
 
     @torch.no_grad()
     def generate(
@@ -216,12 +211,13 @@ class Policy:
         from transformers import LogitsProcessorList
 
         pad = self.tokenizer.pad_token_id
-        input_ids = torch.tensor([[pad] * (longest - len(b)) + b for b in batch])
-        mask = torch.tensor([[0] * (longest - len(b)) + [1] * len(b) for b in batch])
+        dev = self.model.device
+        input_ids = torch.tensor([[pad] * (longest - len(b)) + b for b in batch], device=dev)
+        mask = torch.tensor([[0] * (longest - len(b)) + [1] * len(b) for b in batch], device=dev)
         stops = self.stop_ids()
-        kw = {}
-        if len(self.encode(P.END)) != 1:  # a hub tokenizer: stop on the marker's text
-            kw = {"stop_strings": [P.END], "tokenizer": self.tokenizer}
+        kw = _cuda_kwargs(self.model)
+        if self.format.stop_strings():  # markers that are not single tokens: stop on text
+            kw.update(stop_strings=self.format.stop_strings(), tokenizer=self.tokenizer)
         # Greedy over scores in which _RowSampler has already left one token per row:
         # HF's own sampling would draw from the process-global RNG.
         out = self.model.generate(
@@ -236,8 +232,8 @@ class Policy:
             output_logits=True,
             **kw,
         )
-        seqs = out.sequences[:, longest:]  # (B, T)
-        logits = torch.stack(out.logits, dim=1).float()  # (B, T, V) raw
+        seqs = out.sequences[:, longest:].cpu()  # (B, T)
+        logits = torch.stack(out.logits, dim=1).float().cpu()  # (B, T, V) raw
         logps = torch.log_softmax(logits / temperature, dim=-1)
         logps = logps.gather(-1, seqs.unsqueeze(-1)).squeeze(-1)  # (B, T)
         gens = []
@@ -247,6 +243,13 @@ class Policy:
             reason = "stop" if cut else "length"
             gens.append(Generation(self.decode(toks), toks, lp[: len(toks)], reason))
         return gens
+
+
+def _cuda_kwargs(model) -> dict:
+    """On CUDA, a static KV cache (transformers then compiles the decode step) where the
+    class can compile; CODELOOP_STATIC_CACHE=0 turns it off. Not exercised on CPU."""
+    on = model.device.type == "cuda" and os.environ.get("CODELOOP_STATIC_CACHE", "1") != "0"
+    return {"cache_implementation": "static"} if on and model._can_compile_fullgraph else {}
 
 
 def _row_seeds(ids: list[list[int]], n: int, seed: int) -> list[int]:
@@ -275,11 +278,8 @@ class _RowSampler:
 
         self.gens = [torch.Generator().manual_seed(s) for s in seeds]
         self.temperature = temperature
-        self.rep = (
-            RepetitionPenaltyLogitsProcessor(repetition_penalty)
-            if repetition_penalty != 1.0
-            else None
-        )
+        rep = repetition_penalty
+        self.rep = RepetitionPenaltyLogitsProcessor(rep) if rep != 1.0 else None
         self.top_p = TopPLogitsWarper(top_p) if top_p < 1.0 else None
         self.model_desc = model_desc
         self.step = 0
@@ -302,6 +302,7 @@ class _RowSampler:
         probs = torch.softmax(scores, dim=-1)
         cdf = probs.cumsum(-1)
         u = torch.stack([torch.rand((), generator=g) for g in self.gens]).unsqueeze(-1)
+        u = u.to(scores.device)  # CPU generators: the same draws on any device
         picks = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
         picks = picks.clamp_(max=scores.shape[-1] - 1)
         self.step += 1

@@ -63,6 +63,8 @@ def select_trajectories(
         _check(t)
         if t.infra_error:
             excluded["infra_error"] += 1
+        elif t.actions and t.actions[0].observation.status == "prompt_too_long":
+            excluded["prompt_too_long"] += 1  # rollout's per-task error row: no tokens
         elif sum(t.loss_mask[1:]) == 0:
             excluded["no_generated_tokens"] += 1
         elif len(t.token_ids) > max_len:
