@@ -1,7 +1,7 @@
 """The policy: an HF causal LM + tokenizer with batched sampling and a content hash.
 
-`init_policy` builds the embedded default (a byte-level BPE tokenizer trained on the
-task corpus and a tiny GPT-2 built from a config) or loads a hub id / local path.
+`init_policy` builds the embedded default (a BPE tokenizer trained on the task corpus
+and a tiny GPT-2) or loads a hub id / local path; a LoRA checkpoint loads base + adapter.
 `Policy.generate` samples n completions per prompt in left-padded batches and returns,
 for every generated token, the sampler log-prob under the *temperature-scaled* raw
 logits: log_softmax(logits / T). That is the distribution the GRPO trainer recomputes
@@ -13,11 +13,10 @@ process-global RNG, so a row's sample does not depend on the other rows of its b
 on how a caller chunks its prompts, or on which thread or process runs it.
 
 Thread safety of loading: transformers' ``from_pretrained`` patches process-global
-functions while it loads (``PreTrainedModel.tie_weights`` and ``torch.nn.init.*``, via
-``no_tie_weights``/``no_init_weights``) and restores what it saw on entry. Two loads that
-overlap in threads restore each other's patches, leaving ``tie_weights`` a no-op for the
-rest of the process: every later load keeps ``lm_head`` untied on the meta device or
-uninitialised (garbage, NaN). All loads here hold ``_LOAD_LOCK``, and a loaded model is
+functions while it loads (``PreTrainedModel.tie_weights``, ``torch.nn.init.*``) and
+restores what it saw on entry. Two loads that overlap in threads restore each other's
+patches, leaving ``tie_weights`` a no-op for the rest of the process: every later load
+keeps ``lm_head`` untied on the meta device or uninitialised (garbage, NaN). All loads here hold ``_LOAD_LOCK``, and a loaded model is
 checked (no meta tensors, tied embeddings tied) before anyone samples from it.
 """
 
@@ -33,6 +32,7 @@ import torch
 
 from codeloop.policy import prompts as P
 from codeloop.policy.formats import format_for
+from codeloop.policy.sampling import PolicyError, _row_seeds, _RowSampler, row_seed  # noqa: F401
 from codeloop.schema import Task
 
 VERSION_FILE = "model_version.txt"
@@ -40,10 +40,6 @@ VERSION_FILE = "model_version.txt"
 # may sit beside them without changing the version.
 _HASHED_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model", ".jinja")
 _LOAD_LOCK = threading.Lock()  # one from_pretrained at a time per process (see above)
-
-
-class PolicyError(RuntimeError):
-    """Our fault, not the sampled code's: a corrupt checkpoint or non-finite logits."""
 
 
 def set_threads() -> int:
@@ -85,12 +81,6 @@ def check_loaded(model, source: str | os.PathLike) -> None:
             )
 
 
-def row_seed(seed: int, prompt_ids: list[int], rank: int, sample: int) -> int:
-    """The seed of one sampled row: a function of its own inputs only."""
-    key = f"{seed}|{rank}|{sample}|" + ",".join(map(str, prompt_ids))
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") >> 1
-
-
 @dataclass
 class Generation:
     """One sampled completion: decoded text, token ids and per-token sampler log-probs."""
@@ -119,6 +109,10 @@ class Policy:
     def load(cls, path: str | os.PathLike) -> Policy:
         """Load a saved checkpoint directory (offline; never reaches a hub)."""
         path = Path(path)
+        if (path / "adapter_config.json").exists():  # LoRA: base + adapter (policy.lora)
+            from codeloop.policy.lora import load_adapter
+
+            return load_adapter(path)
         if not (path / "config.json").exists():
             raise FileNotFoundError(f"policy checkpoint not found: {path} (no config.json)")
         set_threads()
@@ -142,6 +136,10 @@ class Policy:
         self.model.save_pretrained(path, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
         (path / "model_name.txt").write_text(self.name + "\n")
+        if getattr(self, "lora_base", None):  # an adapter: where its base lives
+            from codeloop.policy.lora import write_base_pointer
+
+            write_base_pointer(self, path)
         self.model_version = checkpoint_hash(path)
         (path / VERSION_FILE).write_text(self.model_version + "\n")
         return self.model_version
@@ -250,64 +248,6 @@ def _cuda_kwargs(model) -> dict:
     class can compile; CODELOOP_STATIC_CACHE=0 turns it off. Not exercised on CPU."""
     on = model.device.type == "cuda" and os.environ.get("CODELOOP_STATIC_CACHE", "1") != "0"
     return {"cache_implementation": "static"} if on and model._can_compile_fullgraph else {}
-
-
-def _row_seeds(ids: list[list[int]], n: int, seed: int) -> list[int]:
-    """Seeds of the flattened rows (prompt i, sample j): identical prompts get ranks 0, 1, ..."""
-    seen: dict[tuple[int, ...], int] = {}
-    seeds = []
-    for p in ids:
-        rank = seen.get(tuple(p), 0)
-        seen[tuple(p)] = rank + 1
-        seeds += [row_seed(seed, p, rank, j) for j in range(n)]
-    return seeds
-
-
-class _RowSampler:
-    """HF logits processor that samples each row with its own generator.
-
-    Applies repetition penalty, temperature and top-p exactly as HF's sampler does, draws
-    one token per row by inverse CDF from the row's generator, and returns scores that
-    are 0 at the drawn token and -inf elsewhere (the caller decodes greedily).
-    Non-finite logits raise PolicyError: they mean broken weights, never a model-code
-    result, and sampling from them would silently produce garbage.
-    """
-
-    def __init__(self, seeds, temperature, top_p, repetition_penalty, model_desc: str):
-        from transformers import RepetitionPenaltyLogitsProcessor, TopPLogitsWarper
-
-        self.gens = [torch.Generator().manual_seed(s) for s in seeds]
-        self.temperature = temperature
-        rep = repetition_penalty
-        self.rep = RepetitionPenaltyLogitsProcessor(rep) if rep != 1.0 else None
-        self.top_p = TopPLogitsWarper(top_p) if top_p < 1.0 else None
-        self.model_desc = model_desc
-        self.step = 0
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        scores = scores.float()
-        bad = torch.isnan(scores).any(-1) | torch.isposinf(scores).any(-1)
-        bad |= torch.isneginf(scores).all(-1)
-        if bad.any():
-            raise PolicyError(
-                f"policy {self.model_desc}: non-finite logits at generated token {self.step} "
-                f"for batch rows {bad.nonzero().flatten().tolist()[:8]}; the weights are "
-                "broken (NaN/inf, or untied/uninitialised after a faulty load)"
-            )
-        if self.rep is not None:
-            scores = self.rep(input_ids, scores)
-        scores = scores / self.temperature
-        if self.top_p is not None:
-            scores = self.top_p(input_ids, scores)
-        probs = torch.softmax(scores, dim=-1)
-        cdf = probs.cumsum(-1)
-        u = torch.stack([torch.rand((), generator=g) for g in self.gens]).unsqueeze(-1)
-        u = u.to(scores.device)  # CPU generators: the same draws on any device
-        picks = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
-        picks = picks.clamp_(max=scores.shape[-1] - 1)
-        self.step += 1
-        out = torch.full_like(scores, float("-inf"))
-        return out.scatter_(-1, picks, 0.0)
 
 
 def _corpus(tasks: list[Task]) -> list[str]:
