@@ -206,7 +206,7 @@ class Policy:
         room = min(max_new_tokens, self.max_context - longest)
         if room <= 0:
             return [Generation("", finish_reason="context") for _ in batch]
-        from transformers import LogitsProcessorList
+        from transformers import GenerationConfig, LogitsProcessorList
 
         pad = self.tokenizer.pad_token_id
         dev = self.model.device
@@ -217,23 +217,22 @@ class Policy:
         if self.format.stop_strings():  # markers that are not single tokens: stop on text
             kw.update(stop_strings=self.format.stop_strings(), tokenizer=self.tokenizer)
         # Greedy over scores in which _RowSampler has already left one token per row:
-        # HF's own sampling would draw from the process-global RNG.
+        # HF's own sampling would draw from the process-global RNG. A fresh generation
+        # config: a hub model's own (repetition_penalty 1.1, top_k 20, ...) would otherwise
+        # reshape the logits before _RowSampler sees them.
+        gen_cfg = GenerationConfig(
+            do_sample=False, max_new_tokens=room, eos_token_id=stops, pad_token_id=pad,
+        )  # fmt: skip
         out = self.model.generate(
             input_ids=input_ids,
             attention_mask=mask,
-            do_sample=False,
+            generation_config=gen_cfg,
             logits_processor=LogitsProcessorList([sampler]),
-            max_new_tokens=room,
-            eos_token_id=stops,
-            pad_token_id=pad,
             return_dict_in_generate=True,
-            output_logits=True,
             **kw,
         )
         seqs = out.sequences[:, longest:].cpu()  # (B, T)
-        logits = torch.stack(out.logits, dim=1).float().cpu()  # (B, T, V) raw
-        logps = torch.log_softmax(logits / temperature, dim=-1)
-        logps = logps.gather(-1, seqs.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        logps = torch.stack(sampler.logps, dim=1)  # (B, T) log_softmax(raw / T) of picks
         gens = []
         for row, lp in zip(seqs.tolist(), logps.tolist(), strict=True):
             cut = next((k + 1 for k, t in enumerate(row) if t in stops), None)

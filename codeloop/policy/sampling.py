@@ -54,6 +54,7 @@ class _RowSampler:
         self.top_p = TopPLogitsWarper(top_p) if top_p < 1.0 else None
         self.model_desc = model_desc
         self.step = 0
+        self.logps: list[torch.Tensor] = []  # (B,) per generated token
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         scores = scores.float()
@@ -65,6 +66,7 @@ class _RowSampler:
                 f"for batch rows {bad.nonzero().flatten().tolist()[:8]}; the weights are "
                 "broken (NaN/inf, or untied/uninitialised after a faulty load)"
             )
+        raw = scores
         if self.rep is not None:
             scores = self.rep(input_ids, scores)
         scores = scores / self.temperature
@@ -76,6 +78,10 @@ class _RowSampler:
         u = u.to(scores.device)  # CPU generators: the same draws on any device
         picks = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
         picks = picks.clamp_(max=scores.shape[-1] - 1)
+        # The sampler log-prob of the pick, log_softmax(raw / T), kept per step: (B,) a
+        # step instead of HF's output_logits, whose (B, T, V) is GBs at a 150k vocabulary.
+        lp = torch.log_softmax(raw / self.temperature, dim=-1).gather(-1, picks)
+        self.logps.append(lp.squeeze(-1).cpu())
         self.step += 1
         out = torch.full_like(scores, float("-inf"))
         return out.scatter_(-1, picks, 0.0)

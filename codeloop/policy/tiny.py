@@ -22,9 +22,10 @@ import torch
 
 FAMILIES = ("qwen2", "llama")
 
-# Qwen2.5-Coder-0.5B's shape (its config.json), vocab cut to what a tiny tokenizer has
-# unless the caller passes the real 151936.
+# Qwen2.5-Coder-0.5B's shape (its config.json, 494M parameters with its 151936-token
+# vocabulary); the tiny tokenizer's ids are all below that, so prompts stay valid.
 QWEN25_05B = {
+    "vocab_size": 151936,
     "hidden_size": 896,
     "intermediate_size": 4864,
     "num_hidden_layers": 24,
@@ -173,7 +174,7 @@ def qwen2_config(tok, **sizes):
         **sizes,
     }
     return Qwen2Config(
-        vocab_size=len(tok),
+        vocab_size=kw.pop("vocab_size", len(tok)),
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
         bos_token_id=tok.eos_token_id,
@@ -197,7 +198,7 @@ def llama_config(tok, **sizes):
         **sizes,
     }
     return LlamaConfig(
-        vocab_size=len(tok),
+        vocab_size=kw.pop("vocab_size", len(tok)),
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
         bos_token_id=tok.bos_token_id,
