@@ -222,13 +222,13 @@ class Policy:
         # reshape the logits before _RowSampler sees them.
         gen_cfg = GenerationConfig(
             do_sample=False, max_new_tokens=room, eos_token_id=stops, pad_token_id=pad,
+            return_dict_in_generate=True,
         )  # fmt: skip
         out = self.model.generate(
             input_ids=input_ids,
             attention_mask=mask,
             generation_config=gen_cfg,
             logits_processor=LogitsProcessorList([sampler]),
-            return_dict_in_generate=True,
             **kw,
         )
         seqs = out.sequences[:, longest:].cpu()  # (B, T)
