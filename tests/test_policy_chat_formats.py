@@ -101,7 +101,9 @@ def test_tool_schemas_reach_the_template_and_tool_results_use_the_tool_role(tok)
 
 
 def test_extract_takes_the_first_python_block():
-    text = "Here:\n```text\nnot code\n```\n```python\ndef f():\n    return 1\n```\n```python\nx=2\n```"
+    text = (
+        "Here:\n```text\nnot code\n```\n```python\ndef f():\n    return 1\n```\n```python\nx=2\n```"
+    )
     assert extract_fenced(text) == "def f():\n    return 1\n"
 
 
@@ -131,7 +133,9 @@ def test_the_base_format_prompts_with_comments_and_the_signature():
 def test_the_base_format_cuts_code_at_a_new_task_line():
     tok = build_tokenizer("qwen2")
     fmt = BaseFormat(tok)
-    assert fmt.extract(TASK, "    return 2 * x\n# Task: next") == "def double(x):\n    return 2 * x\n"
+    assert (
+        fmt.extract(TASK, "    return 2 * x\n# Task: next") == "def double(x):\n    return 2 * x\n"
+    )
 
 
 def test_chat_version_is_stamped_by_the_chat_format(tok):
