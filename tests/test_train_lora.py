@@ -128,3 +128,12 @@ def test_a_bf16_autocast_step_runs_and_stays_finite(base_dir):
     items, _ = prepare_batch(group(policy), cfg, policy.max_context)
     row = GRPOUpdater(policy, cfg).fit(items)[0]
     assert torch.isfinite(torch.tensor([row["loss"], row["grad_norm"]])).all()
+
+
+def test_a_lora_iteration_resumes_its_adapters_optimizer_state(base_dir, candidate, tmp_path):
+    out, _ = candidate
+    policy = Policy.load(out)
+    cfg = CFG.model_copy(update={"keep_optimizer_state": True, "steps": 1})
+    first = train_grpo(out, group(policy), cfg, tmp_path / "next")
+    second = train_grpo(tmp_path / "next", group(policy), cfg, tmp_path / "after")
+    assert not first["optimizer_resumed"] and second["optimizer_resumed"]

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from codeloop.config import TrainConfig
-from codeloop.policy.lora import enable_lora, is_peft
+from codeloop.policy.lora import enable_lora, is_adapter_dir, is_peft
 from codeloop.policy.model import VERSION_FILE, Policy
 from codeloop.schema import Trajectory
 from codeloop.train import distributed as ddp
@@ -332,7 +332,9 @@ def train_grpo(
     if ddp.is_main():
         _prepare_out(out_dir)
     summary["policy_version"] = policy.model_version
-    opt_state = load_opt_state(policy_dir, policy.model) if cfg.keep_optimizer_state else None
+    # A full model's AdamW state cannot resume an adapter's (nor the reverse): start fresh.
+    resumable = cfg.keep_optimizer_state and is_adapter_dir(policy_dir) == is_peft(policy.model)
+    opt_state = load_opt_state(policy_dir, policy.model) if resumable else None
     summary["optimizer_resumed"] = opt_state is not None
     updater = GRPOUpdater(policy, cfg, opt_state)
     history = updater.fit(items, out_dir, seed=cfg.seed)
