@@ -193,7 +193,12 @@ class Policy:
                 [seeds[j] for j in chunk], temperature, top_p, repetition_penalty,
                 f"{self.name} ({self.model_version[:12] or 'unsaved'})",
             )  # fmt: skip
-            outs = self._generate_batch(batch, sampler, temperature, max_new_tokens)
+            was_training = self.model.training  # a trainer's model (gradient checkpointing)
+            self.model.eval()  # HF drops the KV cache while checkpointing in train mode
+            try:
+                outs = self._generate_batch(batch, sampler, temperature, max_new_tokens)
+            finally:
+                self.model.train(was_training)
             for j, g in zip(chunk, outs, strict=True):
                 results[j] = g
         grouped: list[list[Generation]] = [[] for _ in ids]
