@@ -15,9 +15,12 @@ Token layout of a trajectory (what the GRPO trainer trains on, exactly as sample
     loss_mask       =   0... |  1... |   0...     |  1... |   0...     | ... |  1...
     sample_logprobs =   0... | lp... |   0...     | lp... |   0...     | ... | lp...
 
-prompt = `prompts.task_prompt(task)` tokens (ends with <|code|>); gen_i are the sampled
-ids including the end marker when the model stopped by itself; feedback_i =
-`prompts.feedback_text(...)` tokens (ends with <|revise|>). Turn i+1 is generated from
+prompt = the policy format's first-turn ids (`codeloop.policy.formats`: for the embedded
+model `prompts.task_prompt(task)`, ending with <|code|>; for a chat model the template's
+system + user turns and its assistant generation prompt); gen_i are the sampled ids
+including the stop token (end marker / end of turn) when the model stopped by itself;
+feedback_i = the format's feedback ids (compact: `prompts.feedback_text(...)`, ending with
+<|revise|>; chat: the template's next user turn and generation prompt). Turn i+1 is generated from
 exactly the concatenated ids, never from re-tokenised text, so the trainer's sequence is
 the sampler's. lp are log_softmax(logits / temperature) of the sampled tokens (see
 codeloop.policy.model). Rewards are not computed here: `reward`, `reward_components` and
@@ -25,7 +28,9 @@ codeloop.policy.model). Rewards are not computed here: `reward`, `reward_compone
 
 Terminal reasons: all_tests_passed; no_code (nothing code-like extracted); timeout (the
 last run hit the deadline); max_steps (still failing after the last turn, or no room
-left in the context window); infra_error (SandboxError: excluded from training).
+left in the context window); infra_error (SandboxError: excluded from training); error
+with observation status prompt_too_long (the task's prompt alone fills the context: a
+counted per-task error, excluded from training, never a truncated prompt).
 """
 
 from __future__ import annotations
