@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from codeloop.config import LoraConfig, TrainConfig
-from codeloop.policy.lora import BASE_VERSION_FILE, merge_to
-from codeloop.policy.model import Policy, PolicyError
+from codeloop.policy.lora import BASE_VERSION_FILE
+from codeloop.policy.model import Policy, PolicyError, merge_lora_checkpoint
 from codeloop.policy.tiny import save_tiny
 from codeloop.train.trainer import GRPOUpdater, _forward_logps, collate, prepare_batch, train_grpo
 from tests._tiny_policy import group
@@ -92,7 +92,7 @@ def test_a_promoted_lora_checkpoint_reloads_and_samples(base_dir, candidate):
 
 def test_merging_keeps_the_adapted_policys_logits(base_dir, candidate, tmp_path):
     out, _ = candidate
-    merge_to(out, tmp_path / "merged")
+    merge_lora_checkpoint(out, tmp_path / "merged")
     ids = torch.tensor([Policy.load(base_dir).encode("def f(x):\n    return x")])
     with torch.no_grad():
         adapted = Policy.load(out).model(input_ids=ids).logits

@@ -138,10 +138,11 @@ def _copy_candidate(src: Path, target: Path, repo: Path) -> None:
     """The candidate as promoted: a copy, or (LoRA, train.lora.merge_on_promote) the base
     with the adapter merged into one full model (codeloop.policy.lora)."""
     from codeloop.config import load_params
-    from codeloop.policy.lora import is_adapter_dir, merge_to
+    from codeloop.policy.lora import is_adapter_dir
+    from codeloop.policy.model import merge_lora_checkpoint
 
     if is_adapter_dir(src) and load_params(repo / "params.yaml").train.lora.merge_on_promote:
-        merge_to(src, target)
+        merge_lora_checkpoint(src, target)
     else:
         shutil.copytree(src, target)
 

@@ -5,9 +5,11 @@ An adapter checkpoint holds only the adapter (``adapter_config.json``,
 (the base checkpoint's path *relative to the adapter directory*, so a promoted copy in
 models/iter-NNNN still finds models/init) and ``lora_base_version.txt`` (the base's
 model_version, checked on load: an adapter on another base is refused, never silently
-applied). `codeloop.policy.model.Policy.load` loads base + adapter transparently, so
-rollout and evaluate need nothing special; `merge_to` writes the merged full model
-(promotion with ``train.lora.merge_on_promote``).
+applied). `codeloop.policy.model.Policy.load` loads base + adapter transparently (with
+`base_dir_of` and `attach_adapter` here), so rollout and evaluate need nothing special;
+`codeloop.policy.model.merge_lora_checkpoint` writes the merged full model (promotion
+with ``train.lora.merge_on_promote``). This module never imports the model module (it
+imports this one), so the policy package has no import cycle.
 
 The KL reference of a LoRA run is the base with the adapter disabled
 (``PeftModel.disable_adapter``), as TRL does: no second copy of the model in memory.
@@ -18,7 +20,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from codeloop.policy.model import _LOAD_LOCK, Policy, PolicyError
+from codeloop.policy.sampling import PolicyError
 
 ADAPTER_CONFIG = "adapter_config.json"
 BASE_FILE = "lora_base.txt"
@@ -36,7 +38,7 @@ def is_peft(model) -> bool:
     return isinstance(model, PeftModel)
 
 
-def enable_lora(policy: Policy, cfg, base_dir: str | os.PathLike | None = None) -> None:
+def enable_lora(policy, cfg, base_dir: str | os.PathLike | None = None) -> None:
     """Make policy.model a trainable LoRA model: wrap a plain model in a fresh adapter
     (``cfg``: codeloop.config.LoraConfig), or unfreeze a loaded adapter's weights.
 
@@ -66,7 +68,7 @@ def enable_lora(policy: Policy, cfg, base_dir: str | os.PathLike | None = None) 
         raise ValueError(f"train.lora.target_modules: {exc}") from None
 
 
-def write_base_pointer(policy: Policy, out: str | os.PathLike) -> None:
+def write_base_pointer(policy, out: str | os.PathLike) -> None:
     """The adapter's pointer files (before the checkpoint is hashed)."""
     base = getattr(policy, "lora_base", None)
     if base is None or not is_peft(policy.model):
@@ -76,37 +78,22 @@ def write_base_pointer(policy: Policy, out: str | os.PathLike) -> None:
     (out / BASE_VERSION_FILE).write_text(policy.lora_base_version + "\n")
 
 
-def load_adapter(path: str | os.PathLike) -> Policy:
-    """Base (from the pointer) + adapter from path, frozen; see the module docstring."""
-    from peft import PeftModel
-    from transformers import AutoTokenizer
-
-    path = Path(path)
+def base_dir_of(path: Path) -> Path:
+    """The base checkpoint an adapter directory points at (resolved)."""
     pointer = path / BASE_FILE
     if not pointer.exists():
         raise PolicyError(f"{path}: adapter checkpoint without {BASE_FILE} (which base?)")
-    base_dir = (path / pointer.read_text().strip()).resolve()
-    base = Policy.load(base_dir)
+    return (path / pointer.read_text().strip()).resolve()
+
+
+def attach_adapter(base_model, base_version: str, path: Path, base_dir: Path):
+    """base_model with the adapter at path applied (frozen); refuses another base."""
+    from peft import PeftModel
+
     want = (path / BASE_VERSION_FILE).read_text().strip()
-    if base.model_version != want:
+    if base_version != want:
         raise PolicyError(
             f"{path}: adapter trained on base {want[:12]} but {base_dir} is "
-            f"{base.model_version[:12]}; refusing to apply it to another base"
+            f"{base_version[:12]}; refusing to apply it to another base"
         )
-    with _LOAD_LOCK:  # see codeloop.policy.model: loads must not overlap in threads
-        model = PeftModel.from_pretrained(base.model, path)
-        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    version = (path / "model_version.txt").read_text().strip()
-    name_file = path / "model_name.txt"
-    name = name_file.read_text().strip() if name_file.exists() else path.name
-    policy = Policy(model, tok, name=name, model_version=version)
-    policy.lora_base, policy.lora_base_version = base_dir, base.model_version
-    return policy
-
-
-def merge_to(src: str | os.PathLike, dst: str | os.PathLike) -> str:
-    """Write src's base + adapter merged into one full checkpoint at dst; its version."""
-    policy = load_adapter(src)
-    policy.model = policy.model.merge_and_unload()
-    policy.lora_base = None
-    return policy.save(dst)
+    return PeftModel.from_pretrained(base_model, path)

@@ -110,9 +110,7 @@ class Policy:
         """Load a saved checkpoint directory (offline; never reaches a hub)."""
         path = Path(path)
         if (path / "adapter_config.json").exists():  # LoRA: base + adapter (policy.lora)
-            from codeloop.policy.lora import load_adapter
-
-            return load_adapter(path)
+            return cls._load_adapter(path)
         if not (path / "config.json").exists():
             raise FileNotFoundError(f"policy checkpoint not found: {path} (no config.json)")
         set_threads()
@@ -128,6 +126,23 @@ class Policy:
         nf = path / "model_name.txt"
         name = nf.read_text().strip() if nf.exists() else ""
         return cls(model, tok, name=name or path.name, model_version=version)
+
+    @classmethod
+    def _load_adapter(cls, path: Path) -> Policy:
+        from codeloop.policy.lora import attach_adapter, base_dir_of
+
+        base_dir = base_dir_of(path)
+        base = cls.load(base_dir)
+        with _LOAD_LOCK:
+            from transformers import AutoTokenizer
+
+            model = attach_adapter(base.model, base.model_version, path, base_dir)
+            tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        nf = path / "model_name.txt"
+        name = nf.read_text().strip() if nf.exists() else path.name
+        policy = cls(model, tok, name=name, model_version=(path / VERSION_FILE).read_text().strip())
+        policy.lora_base, policy.lora_base_version = base_dir, base.model_version
+        return policy
 
     def save(self, path: str | os.PathLike) -> str:
         """Save model + tokenizer; returns (and writes) the content-hash model_version."""
@@ -342,3 +357,11 @@ def init_policy(params, tasks_path: str | os.PathLike, out_dir: str | os.PathLik
     else:
         policy = load_pretrained(params.policy.model)
     return policy.save(out_dir)
+
+
+def merge_lora_checkpoint(src: str | os.PathLike, dst: str | os.PathLike) -> str:
+    """Write a LoRA checkpoint's base + adapter merged into one full checkpoint at dst."""
+    policy = Policy.load(src)
+    policy.model = policy.model.merge_and_unload()
+    policy.lora_base = None
+    return policy.save(dst)
