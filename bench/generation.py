@@ -1,13 +1,15 @@
-"""Batched generation tokens/s versus one-sample-at-a-time on the same model.
+"""codeloop's sampler versus plain ``model.generate`` on the same batch, tokens/s.
 
-Run: ``python bench/generation.py [--checkpoint models/init] [--sequences 32]
-[--max-new-tokens 64] [--batch-size 32]``
+Run: ``python bench/generation.py [--models embedded,qwen05b] [--batch 8]
+[--max-new-tokens 16]``
 
-Both sides call `Policy.generate` with the same prompts, sampling parameters and
-seed; the only difference is batch_size (32 left-padded sequences per forward vs 1).
-Without --checkpoint it builds the embedded default (params.yaml policy_init) on
-generated tasks, untrained, so completions run to max_new_tokens on both sides. Prints
-generated tokens/s of each and the ratio (target >= 4x).
+For each model, the same left-padded batch of prompts goes through
+`Policy.generate` (per-row seeded sampler, KV cache, sampler log-probs returned) and
+through ``model.generate(do_sample=True)`` with the same temperature, top_p, stop ids
+and max_new_tokens. Models: the embedded default (untrained tiny GPT-2, fp32) and a
+random-initialised Qwen2 shaped like Qwen2.5-Coder-0.5B (494M parameters, 151936 vocab)
+in bf16, both on CPU; keep the 0.5B run short (few tokens). Prints tokens/s of each
+side and codeloop / plain.
 """
 
 from __future__ import annotations
@@ -17,50 +19,75 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from codeloop.config import load_params  # noqa: E402
 from codeloop.data.generator import generate_tasks  # noqa: E402
-from codeloop.policy import prompts as P  # noqa: E402
 from codeloop.policy.model import Policy, build_embedded, set_threads  # noqa: E402
+from codeloop.policy.tiny import QWEN25_05B, build_model, build_tokenizer  # noqa: E402
 
 
-def _timed(policy: Policy, prompts: list[str], n: int, batch_size: int, max_new: int):
+def _policy(kind: str, params_path: str) -> Policy:
+    if kind == "embedded":
+        return build_embedded(load_params(params_path), generate_tasks(300, seed=0))
+    tok = build_tokenizer("qwen2")
+    model = build_model("qwen2", tok, seed=0, **QWEN25_05B).to(torch.bfloat16)
+    return Policy(model, tok, name="random-qwen2-0.5B-bf16")
+
+
+def _ours(policy: Policy, ids: list[list[int]], max_new: int) -> tuple[int, float]:
     t0 = time.perf_counter()
-    out = policy.generate(prompts, n=n, temperature=1.0, top_p=0.95, max_new_tokens=max_new,
-                          seed=0, batch_size=batch_size)  # fmt: skip
+    out = policy.generate(ids, temperature=1.0, top_p=0.95, max_new_tokens=max_new, seed=0,
+                          batch_size=len(ids))  # fmt: skip
+    return sum(len(g.token_ids) for row in out for g in row), time.perf_counter() - t0
+
+
+@torch.no_grad()
+def _plain(policy: Policy, ids: list[list[int]], max_new: int) -> tuple[int, float]:
+    pad, longest = policy.tokenizer.pad_token_id, max(map(len, ids))
+    inp = torch.tensor([[pad] * (longest - len(r)) + r for r in ids])
+    mask = torch.tensor([[0] * (longest - len(r)) + [1] * len(r) for r in ids])
+    stops = policy.stop_ids()
+    torch.manual_seed(0)
+    t0 = time.perf_counter()
+    out = policy.model.generate(
+        input_ids=inp, attention_mask=mask, do_sample=True, temperature=1.0, top_p=0.95,
+        top_k=0, max_new_tokens=max_new, eos_token_id=stops, pad_token_id=pad,
+    )  # fmt: skip
     dt = time.perf_counter() - t0
-    tokens = sum(len(g.token_ids) for row in out for g in row)
+    tokens = 0
+    for row in out[:, longest:].tolist():
+        cut = next((k + 1 for k, t in enumerate(row) if t in stops), len(row))
+        tokens += cut
     return tokens, dt
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--checkpoint", default="", help="policy dir; default: build embedded")
+    ap.add_argument("--models", default="embedded,qwen05b")
     ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--sequences", type=int, default=32, help="prompts x samples per side")
-    ap.add_argument("--samples", type=int, default=4, help="samples per prompt (GRPO group)")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=8, help="prompts in the batch")
+    ap.add_argument("--max-new-tokens", type=int, default=16)
     a = ap.parse_args()
     threads = set_threads()
-    tasks = generate_tasks(max(8, a.sequences // a.samples), seed=123, max_depth=3)
-    if a.checkpoint:
-        policy = Policy.load(a.checkpoint)
-    else:
-        policy = build_embedded(load_params(a.params), generate_tasks(300, seed=0))
-    prompts = [P.task_prompt(t) for t in tasks[: a.sequences // a.samples]]
-    _timed(policy, prompts[:1], 1, 1, 4)  # warm-up (allocator, kernels)
-    tok_b, dt_b = _timed(policy, prompts, a.samples, a.batch_size, a.max_new_tokens)
-    tok_1, dt_1 = _timed(policy, prompts, a.samples, 1, a.max_new_tokens)
-    rate_b, rate_1 = tok_b / dt_b, tok_1 / dt_1
-    print(f"model: {policy.name} ({sum(p.numel() for p in policy.model.parameters()):,} params), "
-          f"torch threads: {threads}")  # fmt: skip
-    print(f"sequences: {len(prompts) * a.samples}, max_new_tokens: {a.max_new_tokens}")
-    print(f"{'mode':<28}{'tokens':>8}{'seconds':>10}{'tokens/s':>12}")
-    print(f"{'one at a time (baseline)':<28}{tok_1:>8}{dt_1:>10.2f}{rate_1:>12.1f}")
-    print(f"{f'batched (batch_size={a.batch_size})':<28}{tok_b:>8}{dt_b:>10.2f}{rate_b:>12.1f}")
-    print(f"speed-up: {rate_b / rate_1:.1f}x (target >= 4x)")
+    tasks = generate_tasks(a.batch, seed=123, max_depth=3)
+    print(f"torch threads: {threads}, batch: {a.batch}, max_new_tokens: {a.max_new_tokens}")
+    print(f"{'model':<26}{'params':>8}{'dtype':>10}{'side':>10}{'tokens':>8}{'s':>8}{'tok/s':>9}")
+    for kind in a.models.split(","):
+        policy = _policy(kind, a.params)
+        ids = [policy.format.prompt_ids(t) for t in tasks]
+        _ours(policy, ids[:1], 2)  # warm-up (allocator, kernels), both sides share it
+        n_params = f"{sum(p.numel() for p in policy.model.parameters()) / 1e6:.0f}M"
+        dtype = str(next(policy.model.parameters()).dtype).replace("torch.", "")
+        rates = {}
+        for side, fn in (("plain", _plain), ("codeloop", _ours)):
+            tokens, dt = fn(policy, ids, a.max_new_tokens)
+            rates[side] = tokens / dt
+            print(f"{policy.name[:25]:<26}{n_params:>8}{dtype:>10}{side:>10}{tokens:>8}"
+                  f"{dt:>8.2f}{rates[side]:>9.1f}")  # fmt: skip
+        print(f"{'':<26}codeloop / plain generate: {rates['codeloop'] / rates['plain']:.2f}x")
     return 0
 
 

@@ -12,7 +12,9 @@ Run: ``.venv/bin/python bench/grpo_vs_trl.py [--steps 6] [--skip-speed]``
    max |Δgrad| over all parameters (targets: ≤ 1e-5 and ~0). TRL's config defaults to
    bf16 autocast (on CPU too); it is set to fp32 so both sides compute in one precision.
 2. Step time of a full GRPO step (generate + score + update) on the same model, batch,
-   group size, completion length and reward function: TRL's ``trainer.train()``
+   group size, completion length, reward function and gradient checkpointing (TRL 1.x
+   defaults it on, codeloop off; ``--gradient-checkpointing both`` times both sides with
+   it off, then both with it on, and prints both ratios): TRL's ``trainer.train()``
    (per-step wall time from a callback, first step dropped as warm-up) versus codeloop's
    ``Policy.generate`` → reward → ``GRPOUpdater.step``. Printed: both and the ratio
    TRL / codeloop (target ≥ 1.0).
@@ -74,21 +76,21 @@ def _reward(completions, **_) -> list[float]:
     return [c.count("e") / max(1, len(c)) for c in completions]
 
 
-def make_trl_trainer(model_dir: Path, out: Path, prompts: list[str], **cfg):
+def make_trl_trainer(model_dir: Path, out: Path, prompts: list[str], peft_config=None, **cfg):
     from datasets import Dataset
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    args = GRPOConfig(
-        output_dir=str(out),
-        report_to="none",
-        use_cpu=True,
-        save_strategy="no",
-        logging_steps=1,
-        disable_tqdm=True,
-        bf16=False,  # TRL defaults to bf16 autocast; both sides run fp32 here
-        **cfg,
-    )
+    defaults = {
+        "output_dir": str(out),
+        "report_to": "none",
+        "use_cpu": True,
+        "save_strategy": "no",
+        "logging_steps": 1,
+        "disable_tqdm": True,
+        "bf16": False,  # TRL defaults to bf16 autocast; both sides run fp32 here
+    }
+    args = GRPOConfig(**{**defaults, **cfg})
     tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     return GRPOTrainer(
         model=str(model_dir),
@@ -96,6 +98,7 @@ def make_trl_trainer(model_dir: Path, out: Path, prompts: list[str], **cfg):
         args=args,
         train_dataset=Dataset.from_dict({"prompt": prompts}),
         processing_class=tok,
+        peft_config=peft_config,
     )
 
 
@@ -212,7 +215,9 @@ def compare_loss(
 # ------------------------------------------------------------------ 2. step time
 
 
-def trl_step_times(model_dir, work, prompts, g, c, steps, lr, beta) -> list[float]:
+def trl_step_times(
+    model_dir, work, prompts, g, c, steps, lr, beta, gc=False, peft_config=None, **cfg
+) -> list[float]:
     from transformers import TrainerCallback
 
     marks: list[float] = []
@@ -224,22 +229,25 @@ def trl_step_times(model_dir, work, prompts, g, c, steps, lr, beta) -> list[floa
         def on_step_end(self, args, state, control, **kw):
             marks.append(time.perf_counter())
 
-    trainer = make_trl_trainer(
-        model_dir, work / "trl-speed", prompts * (steps + 1),
+    kw = dict(
         loss_type="dapo", beta=beta, learning_rate=lr, temperature=1.0, top_p=1.0,
         max_completion_length=c, per_device_train_batch_size=len(prompts) * g,
-        num_generations=g, max_steps=steps, seed=0,
+        num_generations=g, max_steps=steps, seed=0, gradient_checkpointing=gc,
     )  # fmt: skip
+    kw.update(cfg)  # e.g. bf16, use_cpu, micro-batch x accumulation on a GPU
+    trainer = make_trl_trainer(
+        model_dir, work / f"trl-speed-{gc}", prompts * (steps + 1), peft_config=peft_config, **kw
+    )
     trainer.add_callback(Clock())
     trainer.train()
     return [marks[i + 1] - marks[i] for i in range(0, len(marks) - 1, 2)]
 
 
-def codeloop_step_times(model_dir, prompts, g, c, steps, lr, beta) -> list[float]:
+def codeloop_step_times(model_dir, prompts, g, c, steps, lr, beta, gc=False) -> list[float]:
     policy = Policy.load(model_dir)
     cfg = TrainConfig(
         steps=1, lr=lr, beta=beta, loss_type="dapo", micro_batch_size=len(prompts) * g,
-        grad_accum=1, skip_tied_groups=False,
+        grad_accum=1, skip_tied_groups=False, gradient_checkpointing=gc,
     )  # fmt: skip
     updater = GRPOUpdater(policy, cfg)
     times = []
@@ -270,6 +278,10 @@ def codeloop_step_times(model_dir, prompts, g, c, steps, lr, beta) -> list[float
     return times
 
 
+def _gc_settings(choice: str) -> list[bool]:
+    return {"off": [False], "on": [True], "both": [False, True]}[choice]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=6, help="timed GRPO steps per side")
@@ -277,6 +289,10 @@ def main() -> int:
     ap.add_argument("--group", type=int, default=4, help="generations per prompt")
     ap.add_argument("--completion", type=int, default=48, help="max new tokens")
     ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument(
+        "--gradient-checkpointing", choices=("off", "on", "both"), default="both",
+        help="set on both sides alike (TRL 1.x defaults it on, codeloop off)",
+    )  # fmt: skip
     args = ap.parse_args()
     torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
     import trl
@@ -307,12 +323,18 @@ def main() -> int:
         g, c, n, lr, beta = args.group, args.completion, args.steps, 1e-4, 0.02
         print(f"\n2. full GRPO step (generate + score + update): {len(prompts)} prompts x {g}"
               f" generations, {c} new tokens, dapo, beta={beta}, {n} steps (first dropped)")  # fmt: skip
-        trl_t = trl_step_times(model_dir, work, prompts, g, c, n + 1, lr, beta)[1:]
-        ours_t = codeloop_step_times(model_dir, prompts, g, c, n + 1, lr, beta)[1:]
-        trl_s, ours_s = statistics.median(trl_t), statistics.median(ours_t)
-        print(f"TRL GRPOTrainer  median step {trl_s * 1000:8.1f} ms")
-        print(f"codeloop         median step {ours_s * 1000:8.1f} ms")
-        print(f"speed ratio TRL/codeloop = {trl_s / ours_s:.2f} (target ≥ 1.0)")
+        from trl import GRPOConfig
+
+        default_gc = GRPOConfig(output_dir=str(work / "d"), use_cpu=True).gradient_checkpointing
+        print(f"(TRL's own default gradient_checkpointing={default_gc}; codeloop's is off;"
+              " each row below sets both sides to the same value)")  # fmt: skip
+        for gc in _gc_settings(args.gradient_checkpointing):
+            trl_t = trl_step_times(model_dir, work, prompts, g, c, n + 1, lr, beta, gc)[1:]
+            ours_t = codeloop_step_times(model_dir, prompts, g, c, n + 1, lr, beta, gc)[1:]
+            trl_s, ours_s = statistics.median(trl_t), statistics.median(ours_t)
+            print(f"gradient checkpointing {'on ' if gc else 'off'}: TRL GRPOTrainer median "
+                  f"{trl_s * 1000:8.1f} ms, codeloop {ours_s * 1000:8.1f} ms, "
+                  f"ratio TRL/codeloop = {trl_s / ours_s:.2f} (target ≥ 1.0)")  # fmt: skip
     return 0 if worst <= 1e-5 else 1
 
 

@@ -255,6 +255,27 @@ class CriticConfig(_Section):
     l2: float = Field(1e-4, ge=0, description="L2 penalty on the weights.")
 
 
+class LoraConfig(_Section):
+    r: int = Field(
+        0,
+        ge=0,
+        le=1024,
+        description="LoRA rank via peft; 0 = full fine-tuning (the embedded default). The KL "
+        "reference is then the base with the adapter disabled (no second model copy).",
+    )
+    alpha: float = Field(32.0, gt=0, description="LoRA scaling numerator (scale alpha / r).")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the LoRA input.")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
+        description="Module names that get adapters (Qwen2/Llama attention projections; "
+        "add gate_proj/up_proj/down_proj for the MLP; GPT-2 calls them c_attn/c_proj).",
+    )
+    merge_on_promote: bool = Field(
+        False,
+        description="Promotion writes the merged full model instead of base + adapter.",
+    )
+
+
 class TrainConfig(_Section):
     steps: int = Field(2, ge=0, description="Optimizer steps per iteration.")
     lr: float = Field(2e-4, gt=0, le=1.0, description="AdamW learning rate.")
@@ -302,6 +323,16 @@ class TrainConfig(_Section):
         "steps move every weight by about lr whatever its gradient (sign-like); restarting it "
         "each night doubled the per-iteration KL (bench/learning_curve.py). Costs 2x the "
         "model's size on disk; off for hub models you would rather not copy.",
+    )
+    lora: LoraConfig = Field(default_factory=LoraConfig, description="LoRA adapters (peft).")
+    gradient_checkpointing: bool = Field(
+        False,
+        description="Recompute activations in backward (less memory, more time: +11% a step in "
+        "bench/grpo_vs_trl.py on CPU); puts "
+        "the model in train mode, so keep the model's own dropout at 0.",
+    )
+    bf16: bool = Field(
+        False, description="bf16 autocast for the forward passes (CUDA; CPU autocast works too)."
     )
 
 

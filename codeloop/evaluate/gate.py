@@ -134,6 +134,19 @@ def _ship_critic(repo: Path, target: Path) -> None:
         )
 
 
+def _copy_candidate(src: Path, target: Path, repo: Path) -> None:
+    """The candidate as promoted: a copy, or (LoRA, train.lora.merge_on_promote) the base
+    with the adapter merged into one full model (codeloop.policy.lora)."""
+    from codeloop.config import load_params
+    from codeloop.policy.lora import is_adapter_dir
+    from codeloop.policy.model import merge_lora_checkpoint
+
+    if is_adapter_dir(src) and load_params(repo / "params.yaml").train.lora.merge_on_promote:
+        merge_lora_checkpoint(src, target)
+    else:
+        shutil.copytree(src, target)
+
+
 def promote(repo: str | Path, iteration: int, row: dict[str, Any], pass_rates: dict[str, float]):
     """Copy models/candidate to models/iter-NNNN, `dvc add` it, point policy.checkpoint
     at it, append the history row and merge pass rates. Returns the files to commit.
@@ -156,7 +169,7 @@ def promote(repo: str | Path, iteration: int, row: dict[str, Any], pass_rates: d
     if target.exists() or (repo / f"models/{tag}.dvc").exists():
         raise FileExistsError(f"{target}: already exists; iteration {iteration} was promoted")
     try:
-        shutil.copytree(Paths(repo).candidate_model, target)
+        _copy_candidate(Paths(repo).candidate_model, target, repo)
         _ship_critic(repo, target)
         dvc(repo, "add", f"models/{tag}")
         set_checkpoint(repo / "params.yaml", f"models/{tag}")

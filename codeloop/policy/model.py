@@ -1,7 +1,7 @@
 """The policy: an HF causal LM + tokenizer with batched sampling and a content hash.
 
-`init_policy` builds the embedded default (a byte-level BPE tokenizer trained on the
-task corpus and a tiny GPT-2 built from a config) or loads a hub id / local path.
+`init_policy` builds the embedded default (a BPE tokenizer trained on the task corpus
+and a tiny GPT-2) or loads a hub id / local path; a LoRA checkpoint loads base + adapter.
 `Policy.generate` samples n completions per prompt in left-padded batches and returns,
 for every generated token, the sampler log-prob under the *temperature-scaled* raw
 logits: log_softmax(logits / T). That is the distribution the GRPO trainer recomputes
@@ -13,11 +13,10 @@ process-global RNG, so a row's sample does not depend on the other rows of its b
 on how a caller chunks its prompts, or on which thread or process runs it.
 
 Thread safety of loading: transformers' ``from_pretrained`` patches process-global
-functions while it loads (``PreTrainedModel.tie_weights`` and ``torch.nn.init.*``, via
-``no_tie_weights``/``no_init_weights``) and restores what it saw on entry. Two loads that
-overlap in threads restore each other's patches, leaving ``tie_weights`` a no-op for the
-rest of the process: every later load keeps ``lm_head`` untied on the meta device or
-uninitialised (garbage, NaN). All loads here hold ``_LOAD_LOCK``, and a loaded model is
+functions while it loads (``PreTrainedModel.tie_weights``, ``torch.nn.init.*``) and
+restores what it saw on entry. Two loads that overlap in threads restore each other's
+patches, leaving ``tie_weights`` a no-op for the rest of the process: every later load
+keeps ``lm_head`` untied on the meta device or uninitialised (garbage, NaN). All loads here hold ``_LOAD_LOCK``, and a loaded model is
 checked (no meta tensors, tied embeddings tied) before anyone samples from it.
 """
 
@@ -32,6 +31,8 @@ from pathlib import Path
 import torch
 
 from codeloop.policy import prompts as P
+from codeloop.policy.formats import format_for
+from codeloop.policy.sampling import PolicyError, _row_seeds, _RowSampler, row_seed  # noqa: F401
 from codeloop.schema import Task
 
 VERSION_FILE = "model_version.txt"
@@ -39,10 +40,6 @@ VERSION_FILE = "model_version.txt"
 # may sit beside them without changing the version.
 _HASHED_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model", ".jinja")
 _LOAD_LOCK = threading.Lock()  # one from_pretrained at a time per process (see above)
-
-
-class PolicyError(RuntimeError):
-    """Our fault, not the sampled code's: a corrupt checkpoint or non-finite logits."""
 
 
 def set_threads() -> int:
@@ -84,12 +81,6 @@ def check_loaded(model, source: str | os.PathLike) -> None:
             )
 
 
-def row_seed(seed: int, prompt_ids: list[int], rank: int, sample: int) -> int:
-    """The seed of one sampled row: a function of its own inputs only."""
-    key = f"{seed}|{rank}|{sample}|" + ",".join(map(str, prompt_ids))
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") >> 1
-
-
 @dataclass
 class Generation:
     """One sampled completion: decoded text, token ids and per-token sampler log-probs."""
@@ -112,11 +103,14 @@ class Policy:
         tokenizer.padding_side = "left"
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
+        self.format = format_for(tokenizer)  # compact | chat | base (codeloop.policy.formats)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Policy:
         """Load a saved checkpoint directory (offline; never reaches a hub)."""
         path = Path(path)
+        if (path / "adapter_config.json").exists():  # LoRA: base + adapter (policy.lora)
+            return cls._load_adapter(path)
         if not (path / "config.json").exists():
             raise FileNotFoundError(f"policy checkpoint not found: {path} (no config.json)")
         set_threads()
@@ -129,12 +123,26 @@ class Policy:
         model.eval()
         vf = path / VERSION_FILE
         version = vf.read_text().strip() if vf.exists() else checkpoint_hash(path)
-        name = (
-            (path / "model_name.txt").read_text().strip()
-            if (path / "model_name.txt").exists()
-            else ""
-        )
+        nf = path / "model_name.txt"
+        name = nf.read_text().strip() if nf.exists() else ""
         return cls(model, tok, name=name or path.name, model_version=version)
+
+    @classmethod
+    def _load_adapter(cls, path: Path) -> Policy:
+        from codeloop.policy.lora import attach_adapter, base_dir_of
+
+        base_dir = base_dir_of(path)
+        base = cls.load(base_dir)
+        with _LOAD_LOCK:
+            from transformers import AutoTokenizer
+
+            model = attach_adapter(base.model, base.model_version, path, base_dir)
+            tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        nf = path / "model_name.txt"
+        name = nf.read_text().strip() if nf.exists() else path.name
+        policy = cls(model, tok, name=name, model_version=(path / VERSION_FILE).read_text().strip())
+        policy.lora_base, policy.lora_base_version = base_dir, base.model_version
+        return policy
 
     def save(self, path: str | os.PathLike) -> str:
         """Save model + tokenizer; returns (and writes) the content-hash model_version."""
@@ -143,6 +151,10 @@ class Policy:
         self.model.save_pretrained(path, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
         (path / "model_name.txt").write_text(self.name + "\n")
+        if getattr(self, "lora_base", None):  # an adapter: where its base lives
+            from codeloop.policy.lora import write_base_pointer
+
+            write_base_pointer(self, path)
         self.model_version = checkpoint_hash(path)
         (path / VERSION_FILE).write_text(self.model_version + "\n")
         return self.model_version
@@ -162,12 +174,8 @@ class Policy:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def stop_ids(self) -> list[int]:
-        """EOS plus the end marker where it is a single token (the embedded tokenizer)."""
-        ids = {self.tokenizer.eos_token_id}
-        end = self.encode(P.END)
-        if len(end) == 1:
-            ids.add(end[0])
-        return sorted(i for i in ids if i is not None)
+        """Token ids that end a turn: the format's (EOS, end marker, end-of-turn tokens)."""
+        return self.format.stop_ids()
 
     @torch.no_grad()
     def generate(
@@ -200,7 +208,12 @@ class Policy:
                 [seeds[j] for j in chunk], temperature, top_p, repetition_penalty,
                 f"{self.name} ({self.model_version[:12] or 'unsaved'})",
             )  # fmt: skip
-            outs = self._generate_batch(batch, sampler, temperature, max_new_tokens)
+            was_training = self.model.training  # a trainer's model (gradient checkpointing)
+            self.model.eval()  # HF drops the KV cache while checkpointing in train mode
+            try:
+                outs = self._generate_batch(batch, sampler, temperature, max_new_tokens)
+            finally:
+                self.model.train(was_training)
             for j, g in zip(chunk, outs, strict=True):
                 results[j] = g
         grouped: list[list[Generation]] = [[] for _ in ids]
@@ -213,33 +226,33 @@ class Policy:
         room = min(max_new_tokens, self.max_context - longest)
         if room <= 0:
             return [Generation("", finish_reason="context") for _ in batch]
-        from transformers import LogitsProcessorList
+        from transformers import GenerationConfig, LogitsProcessorList
 
         pad = self.tokenizer.pad_token_id
-        input_ids = torch.tensor([[pad] * (longest - len(b)) + b for b in batch])
-        mask = torch.tensor([[0] * (longest - len(b)) + [1] * len(b) for b in batch])
+        dev = self.model.device
+        input_ids = torch.tensor([[pad] * (longest - len(b)) + b for b in batch], device=dev)
+        mask = torch.tensor([[0] * (longest - len(b)) + [1] * len(b) for b in batch], device=dev)
         stops = self.stop_ids()
-        kw = {}
-        if len(self.encode(P.END)) != 1:  # a hub tokenizer: stop on the marker's text
-            kw = {"stop_strings": [P.END], "tokenizer": self.tokenizer}
+        kw = _cuda_kwargs(self.model)
+        if self.format.stop_strings():  # markers that are not single tokens: stop on text
+            kw.update(stop_strings=self.format.stop_strings(), tokenizer=self.tokenizer)
         # Greedy over scores in which _RowSampler has already left one token per row:
-        # HF's own sampling would draw from the process-global RNG.
+        # HF's own sampling would draw from the process-global RNG. A fresh generation
+        # config: a hub model's own (repetition_penalty 1.1, top_k 20, ...) would otherwise
+        # reshape the logits before _RowSampler sees them.
+        gen_cfg = GenerationConfig(
+            do_sample=False, max_new_tokens=room, eos_token_id=stops, pad_token_id=pad,
+            return_dict_in_generate=True,
+        )  # fmt: skip
         out = self.model.generate(
             input_ids=input_ids,
             attention_mask=mask,
-            do_sample=False,
+            generation_config=gen_cfg,
             logits_processor=LogitsProcessorList([sampler]),
-            max_new_tokens=room,
-            eos_token_id=stops,
-            pad_token_id=pad,
-            return_dict_in_generate=True,
-            output_logits=True,
             **kw,
         )
-        seqs = out.sequences[:, longest:]  # (B, T)
-        logits = torch.stack(out.logits, dim=1).float()  # (B, T, V) raw
-        logps = torch.log_softmax(logits / temperature, dim=-1)
-        logps = logps.gather(-1, seqs.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        seqs = out.sequences[:, longest:].cpu()  # (B, T)
+        logps = torch.stack(sampler.logps, dim=1)  # (B, T) log_softmax(raw / T) of picks
         gens = []
         for row, lp in zip(seqs.tolist(), logps.tolist(), strict=True):
             cut = next((k + 1 for k, t in enumerate(row) if t in stops), None)
@@ -249,64 +262,11 @@ class Policy:
         return gens
 
 
-def _row_seeds(ids: list[list[int]], n: int, seed: int) -> list[int]:
-    """Seeds of the flattened rows (prompt i, sample j): identical prompts get ranks 0, 1, ..."""
-    seen: dict[tuple[int, ...], int] = {}
-    seeds = []
-    for p in ids:
-        rank = seen.get(tuple(p), 0)
-        seen[tuple(p)] = rank + 1
-        seeds += [row_seed(seed, p, rank, j) for j in range(n)]
-    return seeds
-
-
-class _RowSampler:
-    """HF logits processor that samples each row with its own generator.
-
-    Applies repetition penalty, temperature and top-p exactly as HF's sampler does, draws
-    one token per row by inverse CDF from the row's generator, and returns scores that
-    are 0 at the drawn token and -inf elsewhere (the caller decodes greedily).
-    Non-finite logits raise PolicyError: they mean broken weights, never a model-code
-    result, and sampling from them would silently produce garbage.
-    """
-
-    def __init__(self, seeds, temperature, top_p, repetition_penalty, model_desc: str):
-        from transformers import RepetitionPenaltyLogitsProcessor, TopPLogitsWarper
-
-        self.gens = [torch.Generator().manual_seed(s) for s in seeds]
-        self.temperature = temperature
-        self.rep = (
-            RepetitionPenaltyLogitsProcessor(repetition_penalty)
-            if repetition_penalty != 1.0
-            else None
-        )
-        self.top_p = TopPLogitsWarper(top_p) if top_p < 1.0 else None
-        self.model_desc = model_desc
-        self.step = 0
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        scores = scores.float()
-        bad = torch.isnan(scores).any(-1) | torch.isposinf(scores).any(-1)
-        bad |= torch.isneginf(scores).all(-1)
-        if bad.any():
-            raise PolicyError(
-                f"policy {self.model_desc}: non-finite logits at generated token {self.step} "
-                f"for batch rows {bad.nonzero().flatten().tolist()[:8]}; the weights are "
-                "broken (NaN/inf, or untied/uninitialised after a faulty load)"
-            )
-        if self.rep is not None:
-            scores = self.rep(input_ids, scores)
-        scores = scores / self.temperature
-        if self.top_p is not None:
-            scores = self.top_p(input_ids, scores)
-        probs = torch.softmax(scores, dim=-1)
-        cdf = probs.cumsum(-1)
-        u = torch.stack([torch.rand((), generator=g) for g in self.gens]).unsqueeze(-1)
-        picks = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
-        picks = picks.clamp_(max=scores.shape[-1] - 1)
-        self.step += 1
-        out = torch.full_like(scores, float("-inf"))
-        return out.scatter_(-1, picks, 0.0)
+def _cuda_kwargs(model) -> dict:
+    """On CUDA, a static KV cache (transformers then compiles the decode step) where the
+    class can compile; CODELOOP_STATIC_CACHE=0 turns it off. Not exercised on CPU."""
+    on = model.device.type == "cuda" and os.environ.get("CODELOOP_STATIC_CACHE", "1") != "0"
+    return {"cache_implementation": "static"} if on and model._can_compile_fullgraph else {}
 
 
 def _corpus(tasks: list[Task]) -> list[str]:
@@ -397,3 +357,11 @@ def init_policy(params, tasks_path: str | os.PathLike, out_dir: str | os.PathLik
     else:
         policy = load_pretrained(params.policy.model)
     return policy.save(out_dir)
+
+
+def merge_lora_checkpoint(src: str | os.PathLike, dst: str | os.PathLike) -> str:
+    """Write a LoRA checkpoint's base + adapter merged into one full checkpoint at dst."""
+    policy = Policy.load(src)
+    policy.model = policy.model.merge_and_unload()
+    policy.lora_base = None
+    return policy.save(dst)

@@ -1,7 +1,8 @@
 """SFT warm-start: teach the base policy the answer format on reference solutions.
 
-Each example is the first-turn prompt (`prompts.task_prompt`) followed by the reference
-solution and the end marker; the loss is on the completion tokens only, so the model
+Each example is the first-turn prompt of the policy's format (`codeloop.policy.formats`:
+the compact markers, the chat template or a completion prompt) followed by the reference
+solution and the format's end of turn; the loss is on the completion tokens only, so the model
 learns to answer, not to write prompts. Without this the embedded tiny model never
 passes a test and every GRPO group ties at reward 0 (no gradient).
 
@@ -22,7 +23,6 @@ import time
 import torch
 
 from codeloop.data.generator import wrong_solution
-from codeloop.policy import prompts as P
 from codeloop.policy.model import Policy, set_threads
 from codeloop.sandbox.values import short_repr
 from codeloop.schema import Task
@@ -43,18 +43,15 @@ def sft_examples(
     for t in tasks:
         if not t.reference_solution.strip():
             continue
-        sig = P.signature(t)
-        prompt = policy.encode(P.task_prompt(t))
-        answer = policy.encode(P.completion_text(t.reference_solution, sig))
+        fmt = policy.format  # compact (embedded), chat (template) or base
+        prompt = fmt.prompt_ids(t)
+        answer = fmt.answer_ids(t, t.reference_solution)
         candidates = [(prompt, answer)]
         wrong = wrong_solution(t, rng) if rng.random() < revise_fraction else None
         if wrong is not None:
             code, test, value = wrong
-            context = (
-                prompt
-                + policy.encode(P.completion_text(code, sig))
-                + policy.encode(P.feedback_text("failed", test, got=short_repr(value), prefix=sig))
-            )
+            feedback = {"status": "failed", "failing_test": test, "got": short_repr(value)}
+            context = prompt + fmt.answer_ids(t, code) + fmt.feedback_ids(t, feedback)
             candidates.append((context, answer))
         for context, completion in candidates:
             if len(context) + len(completion) <= max_len:

@@ -15,9 +15,12 @@ Token layout of a trajectory (what the GRPO trainer trains on, exactly as sample
     loss_mask       =   0... |  1... |   0...     |  1... |   0...     | ... |  1...
     sample_logprobs =   0... | lp... |   0...     | lp... |   0...     | ... | lp...
 
-prompt = `prompts.task_prompt(task)` tokens (ends with <|code|>); gen_i are the sampled
-ids including the end marker when the model stopped by itself; feedback_i =
-`prompts.feedback_text(...)` tokens (ends with <|revise|>). Turn i+1 is generated from
+prompt = the policy format's first-turn ids (`codeloop.policy.formats`: for the embedded
+model `prompts.task_prompt(task)`, ending with <|code|>; for a chat model the template's
+system + user turns and its assistant generation prompt); gen_i are the sampled ids
+including the stop token (end marker / end of turn) when the model stopped by itself;
+feedback_i = the format's feedback ids (compact: `prompts.feedback_text(...)`, ending with
+<|revise|>; chat: the template's next user turn and generation prompt). Turn i+1 is generated from
 exactly the concatenated ids, never from re-tokenised text, so the trainer's sequence is
 the sampler's. lp are log_softmax(logits / temperature) of the sampled tokens (see
 codeloop.policy.model). Rewards are not computed here: `reward`, `reward_components` and
@@ -25,7 +28,9 @@ codeloop.policy.model). Rewards are not computed here: `reward`, `reward_compone
 
 Terminal reasons: all_tests_passed; no_code (nothing code-like extracted); timeout (the
 last run hit the deadline); max_steps (still failing after the last turn, or no room
-left in the context window); infra_error (SandboxError: excluded from training).
+left in the context window); infra_error (SandboxError: excluded from training); error
+with observation status prompt_too_long (the task's prompt alone fills the context: a
+counted per-task error, excluded from training, never a truncated prompt).
 """
 
 from __future__ import annotations
@@ -36,6 +41,13 @@ from dataclasses import dataclass, field
 from codeloop.policy import prompts as P
 from codeloop.sandbox.base import ExecJob, ExecResult, SandboxError
 from codeloop.schema import Action, Observation, Task, Trajectory, TrajectoryMetadata
+
+PROMPT_TOO_LONG = "prompt_too_long"  # observation status of a task whose prompt overflows
+
+
+def is_prompt_too_long(t: Trajectory) -> bool:
+    """True for the error rows of tasks whose prompt did not fit the context."""
+    return bool(t.actions) and t.actions[0].observation.status == PROMPT_TOO_LONG
 
 
 @dataclass
@@ -50,6 +62,7 @@ class _Episode:
     terminal: str = ""
     infra_error: str = ""
     exec_ms: float = 0.0
+    stopped: bool = True  # the last generation ended on a stop token (not the length cap)
 
     @property
     def done(self) -> bool:
@@ -60,9 +73,10 @@ def _sha(text: str, n: int = 16) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:n]
 
 
-def prompt_key(task: Task, iteration: int) -> str:
-    """GRPO group key: one per (task, prompt text, iteration)."""
-    return f"{task.task_id}#{_sha(P.task_prompt(task) + P.PROMPT_TEMPLATE_VERSION, 8)}@{iteration}"
+def prompt_key(task: Task, iteration: int, fmt=None) -> str:
+    """GRPO group key: one per (task, prompt text, iteration); fmt None = compact."""
+    text, version = (fmt.prompt(task), fmt.version) if fmt else (P.task_prompt(task), "")
+    return f"{task.task_id}#{_sha(text + (version or P.PROMPT_TEMPLATE_VERSION), 8)}@{iteration}"
 
 
 def observation_from(res: ExecResult) -> Observation:
@@ -77,8 +91,8 @@ def observation_from(res: ExecResult) -> Observation:
     )
 
 
-def feedback_for(res: ExecResult, prefix: str = "") -> str:
-    """Feedback text from a failed run on visible tests (status, test, got, error)."""
+def feedback_fields(res: ExecResult) -> dict:
+    """What a failed run on visible tests shows the model: status, test, got, error."""
     failing = next((t for t in res.test_results if not t.passed), None)
     got = failing.got if failing else ""
     error = ""
@@ -87,7 +101,18 @@ def feedback_for(res: ExecResult, prefix: str = "") -> str:
     if err_type or err_msg:
         error = f"{err_type}: {err_msg}".strip(": ")
     test = res.failing_test or (failing.test if failing else "")
-    return P.feedback_text(res.status, test, got=got, error=error, stderr=res.stderr, prefix=prefix)
+    return {
+        "status": res.status,
+        "failing_test": test,
+        "got": got,
+        "error": error,
+        "stderr": res.stderr,
+    }
+
+
+def feedback_for(res: ExecResult, prefix: str = "") -> str:
+    """Feedback text (compact format) from a failed run on visible tests."""
+    return P.feedback_text(**feedback_fields(res), prefix=prefix)
 
 
 def _run_jobs(executor, jobs: list[ExecJob]) -> list[ExecResult | SandboxError]:
@@ -121,7 +146,8 @@ def _generate_turn(policy, active: list[_Episode], cfg, step: int, iteration: in
         e.ids += g.token_ids
         e.mask += [1] * len(g.token_ids)
         e.logps += list(g.logprobs)
-        code = P.extract_code(g.text, prefix=P.signature(e.task))
+        code = policy.format.extract(e.task, g.text)
+        e.stopped = g.finish_reason == "stop"
         e.actions.append(
             Action(step=step, action_type="generate" if step == 0 else "revise", content=g.text)
         )
@@ -160,7 +186,7 @@ def _judge_turn(policy, executor, active, timeout_s: float, last_turn: bool) -> 
         elif last_turn:
             e.terminal = "timeout" if res.status == "timeout" else "max_steps"
         else:
-            fb = policy.encode(feedback_for(res, P.signature(e.task)))
+            fb = policy.format.feedback_ids(e.task, feedback_fields(res), stopped=e.stopped)
             e.ids += fb
             e.mask += [0] * len(fb)
             e.logps += [0.0] * len(fb)
@@ -169,13 +195,14 @@ def _judge_turn(policy, executor, active, timeout_s: float, last_turn: bool) -> 
 def _to_trajectory(
     e: _Episode, policy, cfg, *, timeout_s, dataset_version, iteration
 ) -> Trajectory:
-    key = prompt_key(e.task, iteration)
+    fmt = policy.format
+    key = prompt_key(e.task, iteration, fmt)
     codes = [c for c in e.codes if c.strip()]
     return Trajectory(
         trajectory_id=_sha(f"{key}|{cfg.seed}|{e.sample}|{policy.model_version}", 24),
         task_id=e.task.task_id,
         prompt_key=key,
-        prompt=P.task_prompt(e.task),
+        prompt=fmt.prompt(e.task),
         initial_code=codes[0] if codes else "",
         actions=e.actions,
         final_code=codes[-1] if codes else "",
@@ -191,7 +218,7 @@ def _to_trajectory(
             max_new_tokens=cfg.max_new_tokens,
             env_timeout=float(timeout_s),
             execution_time_ms=e.exec_ms,  # sandbox time of all runs of the episode
-            prompt_template_version=P.PROMPT_TEMPLATE_VERSION,
+            prompt_template_version=fmt.version,
             dataset_version=dataset_version,
             reward_fn_version="",
             seed=cfg.seed,
@@ -221,9 +248,11 @@ def run_rollout(
     """
     episodes: list[_Episode] = []
     for task in tasks:
-        ids = policy.encode(P.task_prompt(task))
+        ids = policy.format.prompt_ids(task)
         for j in range(cfg.samples_per_task):
             episodes.append(_Episode(task, j, list(ids), [0] * len(ids), [0.0] * len(ids)))
+            if len(ids) >= policy.max_context:
+                _too_long(episodes[-1], policy.max_context)
     for step in range(cfg.max_steps):
         active = [e for e in episodes if not e.done]
         if not active:
@@ -241,6 +270,14 @@ def run_rollout(
         )
         for e in episodes
     ]
+
+
+def _too_long(e: _Episode, context: int) -> None:
+    """A prompt with no room to answer: a per-task error row, never a truncated task."""
+    msg = f"prompt of task {e.task.task_id} is {len(e.ids)} tokens; the context is {context}"
+    obs = Observation(status=PROMPT_TOO_LONG, stderr=msg)
+    e.actions.append(Action(step=0, action_type="generate", content="", observation=obs))
+    e.terminal = "error"
 
 
 def rollout_metrics(trajs: list[Trajectory], seconds: float) -> dict:
@@ -263,6 +300,7 @@ def rollout_metrics(trajs: list[Trajectory], seconds: float) -> dict:
         "first_turn_pass_rate": first_pass / n if n else 0.0,
         "mean_steps": sum(len(t.actions) for t in trajs) / n if n else 0.0,
         "infra_errors": reasons.get("infra_error", 0),
+        "prompt_too_long": sum(is_prompt_too_long(t) for t in trajs),
         "terminal_reasons": reasons,
         "generated_tokens": gen_tokens,
         "seconds": seconds,

@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from codeloop.config import TrainConfig
+from codeloop.policy.lora import enable_lora, is_adapter_dir, is_peft
 from codeloop.policy.model import VERSION_FILE, Policy
 from codeloop.schema import Trajectory
 from codeloop.train import distributed as ddp
@@ -67,6 +68,8 @@ def select_trajectories(
         _check(t)
         if t.infra_error:
             excluded["infra_error"] += 1
+        elif t.actions and t.actions[0].observation.status == "prompt_too_long":
+            excluded["prompt_too_long"] += 1  # rollout's per-task error row: no tokens
         elif sum(t.loss_mask[1:]) == 0:
             excluded["no_generated_tokens"] += 1
         elif len(t.token_ids) > max_len:
@@ -167,14 +170,22 @@ class GRPOUpdater:
     def __init__(self, policy: Policy, cfg: TrainConfig, opt_state: dict | None = None):
         self.policy, self.cfg = policy, cfg
         self.device = ddp.device()  # the CPU unless launched by torchrun with nccl
-        self.model = policy.model.to(self.device)
-        # The reference is the policy as loaded: KL keeps one iteration's update small.
-        self.ref = copy.deepcopy(self.model).eval().requires_grad_(False) if cfg.beta else None
-        self.model.eval()  # no dropout: see the module docstring
-        self.model = ddp.wrap(self.model)  # DDP under torchrun (codeloop.train.distributed)
-        self.opt = torch.optim.AdamW(
-            self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
-        )
+        if cfg.lora.r and not is_peft(policy.model):
+            enable_lora(policy, cfg.lora)  # in-process use; train_grpo enables it with a base dir
+        self.lora = is_peft(policy.model)
+        self.peft = policy.model.to(self.device)
+        # The reference is the policy as loaded (KL keeps one iteration's update small),
+        # or for LoRA the base with the adapter disabled: no second copy in memory.
+        self.ref = None
+        if cfg.beta and not self.lora:
+            self.ref = copy.deepcopy(self.peft).eval().requires_grad_(False)
+        self.peft.eval()  # no dropout: see the module docstring
+        if cfg.gradient_checkpointing:
+            self.peft.gradient_checkpointing_enable({"use_reentrant": False})
+            self.peft.train()  # HF checkpoints only in train mode; keep dropout at 0
+        self.model = ddp.wrap(self.peft)  # DDP under torchrun (codeloop.train.distributed)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.opt = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         if opt_state is not None:
             self.opt.load_state_dict(opt_state)
             for group in self.opt.param_groups:  # params.yaml wins over the saved values
@@ -195,11 +206,9 @@ class GRPOUpdater:
             mb = ddp.to_device(collate([t for t, _ in mb_items], self.pad_id), self.device)
             advantages = torch.tensor([a for _, a in mb_items], dtype=torch.float32)  # (B,)
             advantages = advantages.to(self.device)
-            logps, entropy = _forward_logps(self.model, mb)
-            ref_logps = None
-            if self.ref is not None:
-                with torch.no_grad():
-                    ref_logps, _ = _forward_logps(self.ref, mb)
+            with self._autocast():
+                logps, entropy = _forward_logps(self.model, mb)
+            ref_logps = self.ref_logps(mb) if cfg.beta else None
             loss, stats = grpo_loss(
                 logps,
                 mb["old_logps"],
@@ -220,12 +229,25 @@ class GRPOUpdater:
             stats["entropy"] = float((entropy * m).sum() / m.sum().clamp(min=1.0))
             stats["loss"] = float(loss.detach())
             rows.append(stats)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
         self.opt.step()
         row = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
         row["loss"] = sum(r["loss"] for r in rows)  # the accumulated objective of the step
         row.update({"grad_norm": float(grad_norm), "loss_tokens": num_items})
+        row["peak_mem_mb"] = peak_memory_mb(self.device)
         return ddp.average(row)
+
+    def _autocast(self):
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16)
+
+    @torch.no_grad()
+    def ref_logps(self, mb: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Token log-probs of the KL reference: the frozen copy, or the adapter-less base."""
+        with self._autocast():
+            if self.ref is not None:
+                return _forward_logps(self.ref, mb)[0]
+            with self.peft.disable_adapter():
+                return _forward_logps(self.peft, mb)[0]
 
     def fit(self, items, out_dir=None, seed: int = 0) -> list[dict]:
         """cfg.steps steps over shuffled epochs of items; checkpoints every N under out_dir."""
@@ -251,6 +273,15 @@ class GRPOUpdater:
         return history
 
 
+def peak_memory_mb(device: torch.device) -> float:
+    """Peak memory so far: CUDA's allocator peak on a GPU, the process's peak RSS on CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
 def _mean(rows: list[dict], key: str) -> float:
     vals = [r[key] for r in rows if key in r and not math.isnan(r[key])]
     return sum(vals) / len(vals) if vals else 0.0
@@ -273,7 +304,7 @@ def load_opt_state(policy_dir, model) -> dict | None:
         ) from exc
     if not isinstance(state, dict):
         raise ValueError(f"{path}: not an optimizer state dict; delete it to start fresh")
-    shapes = [tuple(p.shape) for p in model.parameters()]
+    shapes = [tuple(p.shape) for p in model.parameters() if p.requires_grad]
     saved = state.get("state", {})
     for idx, entry in saved.items():
         avg = entry.get("exp_avg")
@@ -310,6 +341,8 @@ def train_grpo(
     t_start = time.perf_counter()
     torch.manual_seed(cfg.seed)
     policy = Policy.load(policy_dir)
+    if cfg.lora.r or is_peft(policy.model):  # an adapter checkpoint keeps training its adapter
+        enable_lora(policy, cfg.lora, base_dir=policy_dir)
     items, summary = prepare_batch(trajectories, cfg, policy.max_context)
     if cfg.rft != "off":  # rejection-sampling fine-tuning first (codeloop.train.rft)
         summary.update(run_rft(policy, trajectories, cfg))
@@ -318,7 +351,9 @@ def train_grpo(
     if ddp.is_main():
         _prepare_out(out_dir)
     summary["policy_version"] = policy.model_version
-    opt_state = load_opt_state(policy_dir, policy.model) if cfg.keep_optimizer_state else None
+    # A full model's AdamW state cannot resume an adapter's (nor the reverse): start fresh.
+    resumable = cfg.keep_optimizer_state and is_adapter_dir(policy_dir) == is_peft(policy.model)
+    opt_state = load_opt_state(policy_dir, policy.model) if resumable else None
     summary["optimizer_resumed"] = opt_state is not None
     updater = GRPOUpdater(policy, cfg, opt_state)
     history = updater.fit(items, out_dir, seed=cfg.seed)
@@ -328,6 +363,8 @@ def train_grpo(
         torch.save(updater.opt.state_dict(), Path(out_dir) / OPT_FILE)
     summary["steps"] = len(history)
     summary["train_time_s"] = round(time.perf_counter() - t_start, 3)
+    summary["lora"] = updater.lora
+    summary["peak_mem_mb"] = max((r["peak_mem_mb"] for r in history), default=0.0)
     for key in ("loss", "kl", "entropy", "ratio_mean", "grad_norm"):
         summary[key] = _mean(history, key)
     for key in ("clip_ratio_low", "clip_ratio_high", "clip_ratio_region"):

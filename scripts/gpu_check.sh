@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# One command, one GPU, < 8 minutes: rollout tokens/s and one GRPO step (full and LoRA,
+# peak memory) of a random model shaped like Qwen2.5-Coder-0.5B in bf16, beside TRL's
+# GRPOTrainer with equal settings; figures to gpu_check.json (or $1 --out ...).
+#   scripts/gpu_check.sh                 # on a CUDA machine
+#   scripts/gpu_check.sh --cpu-smoke     # the same code path, tiny sizes, on CPU
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+PY="${PYTHON:-python}"
+[ -x .venv/bin/python ] && PY="${PYTHON:-.venv/bin/python}"
+exec timeout 480 "$PY" bench/gpu_check.py "$@"

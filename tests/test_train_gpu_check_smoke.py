@@ -1,0 +1,38 @@
+"""scripts/gpu_check.sh's code path, run on CPU with tiny sizes (--cpu-smoke): every figure
+the GPU run reports comes out, finite and positive, in the JSON it writes."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl", reason="trl (dev dependency) is not installed")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def figures(tmp_path_factory, repo_root):
+    out = tmp_path_factory.mktemp("gpu") / "gpu_check.json"
+    subprocess.run(
+        ["bash", "scripts/gpu_check.sh", "--cpu-smoke", "--out", str(out)],
+        cwd=repo_root, check=True, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "PYTHON": sys.executable},
+    )  # fmt: skip
+    return json.loads(Path(out).read_text())
+
+
+def test_the_smoke_run_reports_rollout_step_and_trl_figures_for_full_and_lora(figures):
+    keys = [
+        figures["rollout"]["codeloop_tokens_per_s"],
+        figures["rollout"]["ratio_codeloop_over_plain"],
+        *(figures[f"codeloop_step_{k}"]["seconds"] for k in ("full", "lora")),
+        *(figures[f"codeloop_step_{k}"]["peak_mem_mb"] for k in ("full", "lora")),
+        *(figures[f"ratio_trl_over_codeloop_{k}"] for k in ("full", "lora")),
+    ]
+    assert all(math.isfinite(v) and v > 0 for v in keys)
