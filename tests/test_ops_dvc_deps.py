@@ -52,7 +52,11 @@ def test_the_rollout_stage_imports_no_reward_code(repo_root):
 
 
 def test_config_imports_nothing_of_the_domain(repo_root):
-    assert closure(repo_root, "codeloop.config") == {"codeloop/__init__.py", "codeloop/config.py"}
+    assert closure(repo_root, "codeloop.config") == {
+        "codeloop/__init__.py",
+        "codeloop/config.py",
+        "codeloop/config_sections.py",
+    }
 
 
 def test_write_restores_a_removed_dep_and_nothing_else(repo_root, tmp_path):

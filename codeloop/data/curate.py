@@ -18,11 +18,11 @@ from typing import Any
 
 from codeloop import io
 from codeloop.data.dedupe import exact_dedupe, near_dedupe
+from codeloop.data.holdout import heldout_split, split_tests
 from codeloop.data.leak import find_leaks
 from codeloop.data.loaders import load_source
 from codeloop.sandbox.base import ExecJob
 from codeloop.schema import Task
-from codeloop.data.holdout import heldout_split, split_tests
 
 VOLATILE_META = ("reference_runtime_ms",)  # timings differ run to run; not part of the version
 

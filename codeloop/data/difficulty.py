@@ -12,7 +12,6 @@ per-bucket proportions, taken from the curriculum stage for the current iteratio
 from __future__ import annotations
 
 import ast
-import json
 from dataclasses import replace
 from pathlib import Path
 

@@ -16,8 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codeloop.data.validate import (
+    SourceError,
+    check_task,
+    defined_names,
+    entry_point_of,
+    iter_records,
+    quarantine_row,
+    wrong_type,
+)
 from codeloop.schema import Task
-from codeloop.data.validate import SourceError, check_task, iter_records, quarantine_row, wrong_type
 
 KINDS = ("synthetic", "humaneval", "mbpp", "apps", "canonical", "auto")
 LICENSES = {
@@ -168,35 +176,6 @@ def load_humaneval(path: str | None = None) -> LoadResult:
     return _load_file(str(path), "humaneval", _humaneval_task)
 
 
-def _called_names(test: str) -> list[str]:
-    try:
-        tree = ast.parse(test)
-    except SyntaxError:
-        return []
-    return [
-        n.func.id
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-    ]
-
-
-def _defined_names(code: str) -> set[str]:
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return set()
-    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
-
-
-def _entry_point(code: str, tests: list[str]) -> str:
-    defined = _defined_names(code)
-    called = [n for t in tests[:1] for n in _called_names(t)]
-    for name in called:
-        if name in defined:
-            return name
-    return called[0] if called else ""
-
-
 def _str_list(rec: dict, name: str) -> list[str]:
     return list(_typed(rec, name, "array of strings", []))
 
@@ -218,7 +197,7 @@ def _mbpp_task(rec: dict, row: int) -> Task:
         task_id=f"mbpp/{original}",
         source="mbpp",
         prompt=prompt,
-        entry_point=_entry_point(code, tests),
+        entry_point=entry_point_of(code, tests),
         reference_solution=code.replace("\r\n", "\n"),
         setup_code="\n".join([*imports, setup]).strip(),
         visible_tests=tests,
@@ -291,7 +270,7 @@ def _contest_task(rec: dict, row: int) -> Task:
     if fn_name:  # call-based: args list -> assert fn(*args) == expected
         out = [o[0] if isinstance(o, list) and len(o) == 1 else o for o in outs]
         tests = [f"assert {fn_name}(*{a!r}) == {o!r}" for a, o in zip(ins, out, strict=True)]
-        if "class Solution" in solution and fn_name not in _defined_names(solution):
+        if "class Solution" in solution and fn_name not in defined_names(solution):
             setup = f"{fn_name} = Solution().{fn_name}"  # LeetCode-style method
     else:
         tests = [

@@ -217,3 +217,35 @@ def _check_test(test: str, io_style: str) -> str:
         return ""
     reason = _parses_as_statement(test)
     return f"test {reason}" if reason else ""
+
+
+def called_names(test: str) -> list[str]:
+    """Names called as plain functions in ``test``, in walk order (empty when it does not parse)."""
+    try:
+        tree = ast.parse(test)
+    except SyntaxError:
+        return []
+    return [
+        n.func.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    ]
+
+
+def defined_names(code: str) -> set[str]:
+    """Names of the top-level functions and classes of ``code`` (empty when it does not parse)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+
+
+def entry_point_of(code: str, tests: list[str]) -> str:
+    """The function a row's first test calls that its code defines (MBPP names none)."""
+    defined = defined_names(code)
+    called = [n for t in tests[:1] for n in called_names(t)]
+    for name in called:
+        if name in defined:
+            return name
+    return called[0] if called else ""
