@@ -159,52 +159,40 @@ def build_tokenizer(family: str, vocab_size: int = 512, extra_texts: list[str] |
     return fast
 
 
+_TINY = {  # a few layers: real architectures at test speed
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 1024,
+}
+
+
+def _config(cls, tok, tie: bool, bos_token_id, sizes: dict):
+    kw = {**_TINY, "tie_word_embeddings": tie, **sizes}
+    return cls(
+        vocab_size=kw.pop("vocab_size", len(tok)),
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=bos_token_id,
+        attention_dropout=0.0,
+        **kw,
+    )
+
+
 def qwen2_config(tok, **sizes):
     """A Qwen2Config for tok; sizes override the tiny defaults (e.g. **QWEN25_05B)."""
     from transformers import Qwen2Config
 
-    kw = {
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "max_position_embeddings": 1024,
-        "tie_word_embeddings": True,
-        **sizes,
-    }
-    return Qwen2Config(
-        vocab_size=kw.pop("vocab_size", len(tok)),
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-        bos_token_id=tok.eos_token_id,
-        attention_dropout=0.0,
-        **kw,
-    )
+    return _config(Qwen2Config, tok, True, tok.eos_token_id, sizes)
 
 
 def llama_config(tok, **sizes):
     """A LlamaConfig for tok (untied head, as Llama 3 8B); sizes override the defaults."""
     from transformers import LlamaConfig
 
-    kw = {
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "max_position_embeddings": 1024,
-        "tie_word_embeddings": False,
-        **sizes,
-    }
-    return LlamaConfig(
-        vocab_size=kw.pop("vocab_size", len(tok)),
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-        bos_token_id=tok.bos_token_id,
-        attention_dropout=0.0,
-        **kw,
-    )
+    return _config(LlamaConfig, tok, False, tok.bos_token_id, sizes)
 
 
 def build_model(family: str, tok, seed: int = 0, **sizes):
