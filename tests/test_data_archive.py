@@ -169,3 +169,17 @@ def test_the_archive_query_command_counts_the_matches(tmp_path, capsys):
 def test_the_archive_query_command_refuses_a_missing_archive(tmp_path, capsys):
     assert main(["archive", "query", "--archive", str(tmp_path / "none")]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_a_stray_file_in_the_archive_folder_is_not_read_as_an_episode(tmp_path):
+    append_night(tmp_path / "a", _night(1), RetentionConfig())
+    (tmp_path / "a" / "notes.txt").write_text("not parquet")
+    assert len(query(tmp_path / "a")) == len(_night(1))
+
+
+def test_an_unreadable_archive_part_is_an_error_naming_the_file(tmp_path, capsys):
+    part = partition_dir(tmp_path / "a", 1, "v1")
+    part.mkdir(parents=True)
+    (part / "part-sft.parquet").write_text("truncated")
+    assert main(["archive", "query", "--archive", str(tmp_path / "a")]) == 2
+    assert "part-sft.parquet: not a readable archive part" in capsys.readouterr().err

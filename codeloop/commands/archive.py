@@ -29,7 +29,7 @@ def run(args) -> int:
 
     try:
         rows = query(args.archive, args.task_id, args.since, args.reward_version, args.passing)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ValueError) as exc:
         print(f"codeloop archive: {exc}", file=sys.stderr)
         return 2
     if args.count:

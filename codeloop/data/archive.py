@@ -163,12 +163,20 @@ def read_table(archive: str | os.PathLike, filters=None) -> pa.Table:
     archive = Path(archive)
     if not archive.exists():
         raise FileNotFoundError(f"trajectory archive not found: {archive}")
+    # Only the archive's own part files: a stray file in the folder is not an episode.
+    files = sorted(str(f) for f in archive.glob("iteration=*/reward_fn_version=*/part-*.parquet"))
+    for f in files:  # an unreadable part is named, not a pyarrow traceback
+        try:
+            pq.read_metadata(f)
+        except (OSError, pa.ArrowException) as exc:
+            raise ValueError(f"{f}: not a readable archive part: {exc}") from None
     # An explicit schema: files written before a column existed read it as null.
     ds = pads.dataset(
-        archive,
+        files,
         schema=pa.unify_schemas([FILE_SCHEMA, PARTITION_SCHEMA]),
         format="parquet",
         partitioning=pads.partitioning(PARTITION_SCHEMA, flavor="hive"),
+        partition_base_dir=str(archive),
     )
     expr = pq.filters_to_expression(filters) if filters else None
     return ds.to_table(filter=expr)
