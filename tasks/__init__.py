@@ -1,0 +1,1 @@
+"""Thin Prefect @task wrappers around library calls (steps, artifacts, dvc pull/push/repro)."""
