@@ -32,6 +32,15 @@ TASK_SCHEMA = pa.schema(
         ("hidden_tests", pa.list_(pa.string())),
         ("difficulty", pa.int64()),
         ("metadata", pa.string()),
+        ("kind", pa.string()),
+        ("repo", pa.string()),
+        ("snapshot", pa.string()),
+        ("bug_patch", pa.string()),
+        ("patch", pa.string()),
+        ("test_patch", pa.string()),
+        ("fail_to_pass", pa.list_(pa.string())),
+        ("pass_to_pass", pa.list_(pa.string())),
+        ("environment", pa.string()),
     ]
 )
 
@@ -44,6 +53,9 @@ _OBSERVATION = pa.struct(
         ("duration_ms", pa.float64()),
         ("tests_passed", pa.int64()),
         ("tests_total", pa.int64()),
+        ("output", pa.string()),
+        ("truncated", pa.bool_()),
+        ("error_kind", pa.string()),
     ]
 )
 _ACTION = pa.struct(
@@ -53,6 +65,10 @@ _ACTION = pa.struct(
         ("content", pa.string()),
         ("observation", _OBSERVATION),
         ("reward", pa.float64()),
+        ("tool", pa.string()),
+        ("args", pa.string()),
+        ("raw", pa.string()),
+        ("duration_ms", pa.float64()),
     ]
 )
 _META = pa.struct(
@@ -90,6 +106,10 @@ TRAJECTORY_SCHEMA = pa.schema(
         ("loss_mask", pa.list_(pa.int8())),
         ("sample_logprobs", pa.list_(pa.float32())),
         ("infra_error", pa.string()),
+        ("final_diff", pa.string()),
+        ("tool_calls", pa.int64()),
+        ("tool_errors", pa.int64()),
+        ("tests_run", pa.int64()),
     ]
 )
 

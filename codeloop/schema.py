@@ -22,9 +22,15 @@ TERMINAL_REASONS = (
     "no_code",
     "error",
     "infra_error",
+    "submitted",  # an agent called submit()
+    "invalid_action_limit",  # an agent made too many malformed or failing calls
+    "context_full",  # the episode filled the model's context
 )
 
-ACTION_TYPES = ("generate", "revise", "run_tests")
+ACTION_TYPES = ("generate", "revise", "run_tests", "tool")
+TASK_KINDS = ("function", "repo")
+# The agent's action space (issue 13); a call naming anything else is an error observation.
+TOOLS = ("list_files", "read_file", "search", "edit", "write_file", "run_tests", "bash", "submit")
 
 
 @dataclass
@@ -48,6 +54,22 @@ class Task:
     hidden_tests: list[str] = field(default_factory=list)
     difficulty: int = -1  # generator knob or bucket id; -1 when unknown
     metadata: dict[str, Any] = field(default_factory=dict)  # license, provenance, ...
+    # Repository tasks (kind "repo", SWE-bench's instance fields; empty for functions).
+    # task_id is the instance_id, prompt the problem_statement, visible_tests the node ids
+    # the agent may run and hidden_tests node ids never shown or rewarded (their files are
+    # absent from the workspace). The snapshot is the pristine tree stored once under
+    # data/clean/repos/<snapshot>/; bug_patch turns it into the task's base (minted and
+    # synthetic tasks share one snapshot per repository, as SWE-smith does), patch is the
+    # reference fix against that base, test_patch adds the tests FAIL_TO_PASS names.
+    kind: str = "function"  # one of TASK_KINDS
+    repo: str = ""  # owner/name or package name
+    snapshot: str = ""  # content hash of the stored tree (SWE-bench's base_commit)
+    bug_patch: str = ""
+    patch: str = ""
+    test_patch: str = ""
+    fail_to_pass: list[str] = field(default_factory=list)
+    pass_to_pass: list[str] = field(default_factory=list)
+    environment: str = ""  # env dir name under data/clean/envs/ or a docker image
 
     def all_tests(self) -> list[str]:
         return list(self.visible_tests) + list(self.hidden_tests)
@@ -63,8 +85,8 @@ class Task:
         kw = {k: v for k, v in row.items() if k in names}
         meta = kw.get("metadata", {})
         kw["metadata"] = json.loads(meta) if isinstance(meta, str) and meta else (meta or {})
-        kw["visible_tests"] = list(kw.get("visible_tests") or [])
-        kw["hidden_tests"] = list(kw.get("hidden_tests") or [])
+        for name in ("visible_tests", "hidden_tests", "fail_to_pass", "pass_to_pass"):
+            kw[name] = list(kw.get(name) or [])
         if kw.get("difficulty") is None:
             kw["difficulty"] = -1
         return cls(**kw)
@@ -81,6 +103,12 @@ class Observation:
     duration_ms: float = 0.0
     tests_passed: int = 0
     tests_total: int = 0
+    # agent tools: the tool's output as the agent read it, whether it was cut to the
+    # observation budget, and the error kind ("" on success: unknown_tool, bad_args,
+    # parse_error, outside_workspace, no_match, not_unique, timeout, ...)
+    output: str = ""
+    truncated: bool = False
+    error_kind: str = ""
 
 
 @dataclass
@@ -92,6 +120,10 @@ class Action:
     content: str  # the model's raw text for generate/revise
     observation: Observation = field(default_factory=Observation)
     reward: float = 0.0  # step-level reward (process reward); filled by score
+    tool: str = ""  # action_type "tool": one of TOOLS (or what the model wrote)
+    args: str = ""  # the call's arguments as a JSON object string
+    raw: str = ""  # the model's text for this turn, unparsed
+    duration_ms: float = 0.0
 
 
 @dataclass
@@ -136,6 +168,12 @@ class Trajectory:
     loss_mask: list[int] = field(default_factory=list)
     sample_logprobs: list[float] = field(default_factory=list)
     infra_error: str = ""  # non-empty: our infrastructure failed; excluded from training
+    # agent episodes (repository tasks): the workspace's diff against its base (test files
+    # excluded) that score judges, and the episode's tool counts
+    final_diff: str = ""
+    tool_calls: int = 0
+    tool_errors: int = 0
+    tests_run: int = 0
 
     def to_row(self) -> dict[str, Any]:
         row = asdict(self)
