@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Section(BaseModel):
@@ -264,6 +264,22 @@ class LoraConfig(_Section):
         False,
         description="Promotion writes the merged full model instead of base + adapter.",
     )
+    quantize: Literal["none", "4bit", "8bit"] = Field(
+        "none",
+        description="QLoRA: load the frozen base quantized by bitsandbytes (4bit: NF4, double "
+        "quant, bf16 compute; 8bit: LLM.int8) under full-precision adapters; recorded in the "
+        "adapter checkpoint, whose loads quantize its base the same way. Needs r > 0 and "
+        "codeloop[qlora].",
+    )
+
+    @model_validator(mode="after")
+    def _quantize_needs_adapters(self):
+        if self.quantize != "none" and self.r == 0:
+            raise ValueError(
+                f"quantize: {self.quantize} needs r > 0 (a quantized base cannot be fully "
+                "fine-tuned; QLoRA trains adapters on it)"
+            )
+        return self
 
 
 class TrainConfig(_Section):

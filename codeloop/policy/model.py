@@ -106,33 +106,44 @@ class Policy:
         self.format = format_for(tokenizer)  # compact | chat | base (codeloop.policy.formats)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> Policy:
-        """Load a saved checkpoint directory (offline; never reaches a hub)."""
+    def load(cls, path: str | os.PathLike, quantize: str | None = None) -> Policy:
+        """Load a saved checkpoint directory (offline; never reaches a hub).
+
+        quantize ("none" | "4bit" | "8bit", codeloop.policy.lora.QUANTIZE) loads the
+        weights quantized by bitsandbytes (QLoRA's frozen base); None means an adapter's
+        recorded mode for its base, full precision for a full checkpoint.
+        """
         path = Path(path)
         if (path / "adapter_config.json").exists():  # LoRA: base + adapter (policy.lora)
-            return cls._load_adapter(path)
+            return cls._load_adapter(path, quantize)
         if not (path / "config.json").exists():
             raise FileNotFoundError(f"policy checkpoint not found: {path} (no config.json)")
+        from codeloop.policy.lora import keep_cpu_layout, load_kwargs
+
         set_threads()
+        extra = load_kwargs(quantize or "none")
         with _LOAD_LOCK:  # the lazy transformers import is not thread-safe either
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-            model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, **extra)
         check_loaded(model, path)
+        keep_cpu_layout(model)  # quantized: one 4-bit layout for sampling and training
         model.eval()
         vf = path / VERSION_FILE
         version = vf.read_text().strip() if vf.exists() else checkpoint_hash(path)
         nf = path / "model_name.txt"
         name = nf.read_text().strip() if nf.exists() else ""
-        return cls(model, tok, name=name or path.name, model_version=version)
+        policy = cls(model, tok, name=name or path.name, model_version=version)
+        policy.lora_quantize = quantize or "none"
+        return policy
 
     @classmethod
-    def _load_adapter(cls, path: Path) -> Policy:
-        from codeloop.policy.lora import attach_adapter, base_dir_of
+    def _load_adapter(cls, path: Path, quantize: str | None) -> Policy:
+        from codeloop.policy.lora import attach_adapter, base_dir_of, recorded_quantize
 
         base_dir = base_dir_of(path)
-        base = cls.load(base_dir)
+        base = cls.load(base_dir, quantize or recorded_quantize(path))
         with _LOAD_LOCK:
             from transformers import AutoTokenizer
 
@@ -142,6 +153,7 @@ class Policy:
         name = nf.read_text().strip() if nf.exists() else path.name
         policy = cls(model, tok, name=name, model_version=(path / VERSION_FILE).read_text().strip())
         policy.lora_base, policy.lora_base_version = base_dir, base.model_version
+        policy.lora_quantize = base.lora_quantize
         return policy
 
     def save(self, path: str | os.PathLike) -> str:
@@ -361,7 +373,7 @@ def init_policy(params, tasks_path: str | os.PathLike, out_dir: str | os.PathLik
 
 def merge_lora_checkpoint(src: str | os.PathLike, dst: str | os.PathLike) -> str:
     """Write a LoRA checkpoint's base + adapter merged into one full checkpoint at dst."""
-    policy = Policy.load(src)
+    policy = Policy.load(src, quantize="none")  # QLoRA too: merge into the full weights
     policy.model = policy.model.merge_and_unload()
-    policy.lora_base = None
+    policy.lora_base, policy.lora_quantize = None, "none"
     return policy.save(dst)

@@ -37,7 +37,13 @@ from typing import Any
 import torch
 
 from codeloop.config import TrainConfig
-from codeloop.policy.lora import enable_lora, is_adapter_dir, is_peft
+from codeloop.policy.lora import (
+    enable_lora,
+    is_adapter_dir,
+    is_peft,
+    is_quantized,
+    training_quantize,
+)
 from codeloop.policy.model import VERSION_FILE, Policy
 from codeloop.schema import Trajectory
 from codeloop.train import distributed as ddp
@@ -169,7 +175,14 @@ class GRPOUpdater:
 
     def __init__(self, policy: Policy, cfg: TrainConfig, opt_state: dict | None = None):
         self.policy, self.cfg = policy, cfg
-        self.device = ddp.device()  # the CPU unless launched by torchrun with nccl
+        # Under torchrun this rank's device; alone, wherever the caller put the model (the
+        # CPU as Policy.load leaves it, a GPU for a bench, a quantized base's own device).
+        self.device = ddp.device() if ddp.world_size() > 1 else policy.model.device
+        if cfg.lora.quantize != "none" and not is_quantized(policy.model):
+            raise ValueError(
+                f"train.lora.quantize is {cfg.lora.quantize} but the policy was loaded in full "
+                "precision: load it with Policy.load(path, quantize=...)"
+            )
         if cfg.lora.r and not is_peft(policy.model):
             enable_lora(policy, cfg.lora)  # in-process use; train_grpo enables it with a base dir
         self.lora = is_peft(policy.model)
@@ -340,7 +353,7 @@ def train_grpo(
     """
     t_start = time.perf_counter()
     torch.manual_seed(cfg.seed)
-    policy = Policy.load(policy_dir)
+    policy = Policy.load(policy_dir, training_quantize(policy_dir, cfg.lora))
     if cfg.lora.r or is_peft(policy.model):  # an adapter checkpoint keeps training its adapter
         enable_lora(policy, cfg.lora, base_dir=policy_dir)
     items, summary = prepare_batch(trajectories, cfg, policy.max_context)
