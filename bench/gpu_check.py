@@ -7,15 +7,18 @@ sizes to check the code path: ``--cpu-smoke``. Figures (also written to --out as
 1. rollout: ``Policy.generate`` on prompts x samples x new tokens (64 x 8 x 256 on GPU),
    tokens/s, beside plain ``model.generate(do_sample=True)`` on the same batch;
 2. one GRPO step of codeloop (`GRPOUpdater.step` over every rollout row, one optimizer
-   step), full fine-tuning and LoRA, with wall time and peak memory;
+   step), full fine-tuning, LoRA and QLoRA (the same adapters on an NF4 4-bit base,
+   ``train.lora.quantize: 4bit``), with wall time and peak memory;
 3. the same step through TRL's GRPOTrainer (generate + score + update, equal batch,
    group, completion length, loss, precision and gradient checkpointing), full and
-   LoRA, and the ratio TRL / codeloop (codeloop's side timed as rollout + step).
+   LoRA, and the ratio TRL / codeloop (codeloop's side timed as rollout + step). QLoRA
+   has no TRL counterpart here (TRL would need its own quantized model_init_kwargs).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import sys
@@ -89,17 +92,20 @@ def rollout(policy: Policy, prompts, size: dict, device) -> tuple[list[Trajector
     return trajs, figures
 
 
-def grpo_step(model_dir: Path, trajs, size: dict, device, lora: bool, bf16: bool) -> dict:
+def grpo_step(model_dir: Path, trajs, size: dict, device, lora: bool, bf16: bool,
+              quantize: str = "none") -> dict:  # fmt: skip
     """One codeloop optimizer step over every row: seconds and peak memory."""
-    policy = Policy.load(model_dir)
+    if device.type == "cuda":  # a quantized load lands on the GPU at once
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    policy = Policy.load(model_dir, quantize=quantize)
+    lora_cfg = LORA.model_copy(update={"quantize": quantize}) if lora else LoraConfig()
     cfg = TrainConfig(
         steps=1, lr=1e-5, beta=0.02, loss_type="dapo", micro_batch_size=size["micro"],
         grad_accum=max(1, len(trajs) // size["micro"]), skip_tied_groups=False, bf16=bf16,
-        lora=LORA if lora else LoraConfig(), keep_optimizer_state=False,
+        lora=lora_cfg, keep_optimizer_state=False,
     )  # fmt: skip
     policy.model.to(device)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
     updater = GRPOUpdater(policy, cfg)
     items, _ = prepare_batch(trajs, cfg, policy.max_context)
     longest = max(sum(t.loss_mask) for t, _ in items)
@@ -171,6 +177,12 @@ def main() -> int:
             )
             results[f"trl_step_{key}"] = trl
             results[f"ratio_trl_over_codeloop_{key}"] = trl["seconds"] / ours
+        if importlib.util.find_spec("bitsandbytes") is None:  # not worth a crash at the end
+            results["codeloop_step_qlora"] = {"skipped": "pip install 'codeloop[qlora]'"}
+        else:
+            results["codeloop_step_qlora"] = grpo_step(
+                model_dir, trajs, size, device, True, bf16, quantize="4bit"
+            )
     Path(a.out).write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
     return 0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# One command, one GPU, < 8 minutes: rollout tokens/s and one GRPO step (full and LoRA,
-# peak memory) of a random model shaped like Qwen2.5-Coder-0.5B in bf16, beside TRL's
-# GRPOTrainer with equal settings; figures to gpu_check.json (or $1 --out ...).
+# One command, one GPU, < 8 minutes: rollout tokens/s and one GRPO step (full, LoRA and
+# QLoRA on an NF4 4-bit base, peak memory) of a random model shaped like Qwen2.5-Coder-0.5B
+# in bf16, beside TRL's GRPOTrainer with equal settings (full, LoRA); figures to
+# gpu_check.json (or --out ...). QLoRA needs bitsandbytes (dev or the qlora extra).
 #   scripts/gpu_check.sh                 # on a CUDA machine
 #   scripts/gpu_check.sh --cpu-smoke     # the same code path, tiny sizes, on CPU
 set -euo pipefail

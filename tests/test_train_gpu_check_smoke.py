@@ -27,12 +27,12 @@ def figures(tmp_path_factory, repo_root):
     return json.loads(Path(out).read_text())
 
 
-def test_the_smoke_run_reports_rollout_step_and_trl_figures_for_full_and_lora(figures):
+def test_the_smoke_run_reports_rollout_step_and_trl_figures_for_full_lora_and_qlora(figures):
     keys = [
         figures["rollout"]["codeloop_tokens_per_s"],
         figures["rollout"]["ratio_codeloop_over_plain"],
-        *(figures[f"codeloop_step_{k}"]["seconds"] for k in ("full", "lora")),
-        *(figures[f"codeloop_step_{k}"]["peak_mem_mb"] for k in ("full", "lora")),
+        *(figures[f"codeloop_step_{k}"]["seconds"] for k in ("full", "lora", "qlora")),
+        *(figures[f"codeloop_step_{k}"]["peak_mem_mb"] for k in ("full", "lora", "qlora")),
         *(figures[f"ratio_trl_over_codeloop_{k}"] for k in ("full", "lora")),
     ]
     assert all(math.isfinite(v) and v > 0 for v in keys)

@@ -38,6 +38,9 @@ BASE_FILE = "lora_base.txt"
 BASE_VERSION_FILE = "lora_base_version.txt"
 QUANT_FILE = "lora_quantization.json"
 QUANTIZE = ("none", "4bit", "8bit")
+# bitsandbytes' CPU backend logs, when peft or we first import it, a failed fetch of an
+# optional kernel from the hub (offline here) and falls back to its own: nothing to act on.
+logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
 
 
 def is_adapter_dir(path: str | os.PathLike) -> bool:
@@ -156,9 +159,6 @@ def load_kwargs(quantize: str) -> dict:
     if quantize == "none":
         return {}
     try:
-        # bitsandbytes' CPU backend logs a failed attempt to fetch an optional kernel from
-        # the hub at import (offline here) and falls back to its own: nothing to act on.
-        logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
         import bitsandbytes  # noqa: F401
     except ImportError:
         raise PolicyError(
