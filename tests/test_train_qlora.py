@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 import sys
 
 import pytest
@@ -184,3 +185,13 @@ def test_sampler_and_trainer_log_probs_agree_on_a_quantized_base(base_dir):
     logps, _ = _forward_logps(policy.model, mb)
     got = logps[0][mb["mask"][0].bool()]
     assert torch.allclose(got, torch.tensor(gen.logprobs), atol=1e-4)
+
+
+def test_a_checkpoint_recorded_with_other_quantization_settings_is_refused(candidate):
+    out, _ = candidate
+    moved = out.parent / "tampered"  # beside it: the relative base pointer still resolves
+    shutil.copytree(out, moved)
+    record = json.loads((moved / QUANT_FILE).read_text())
+    (moved / QUANT_FILE).write_text(json.dumps({**record, "bnb_4bit_quant_type": "fp4"}))
+    with pytest.raises(PolicyError, match="differ from this codeloop"):
+        Policy.load(moved)

@@ -146,11 +146,17 @@ def recorded_quantize(path: Path) -> str:
     if not f.exists():
         return "none"
     try:
-        mode = json.loads(f.read_text())["quantize"]
+        record = json.loads(f.read_text())
+        mode = record["quantize"]
     except (ValueError, KeyError, TypeError) as exc:
         raise PolicyError(f"{f}: unreadable quantization record ({exc!r})") from None
-    if mode not in QUANTIZE:
-        raise PolicyError(f"{f}: quantize {mode!r} is not one of {QUANTIZE}")
+    if mode not in QUANTIZE[1:]:
+        raise PolicyError(f"{f}: quantize {mode!r} is not one of {QUANTIZE[1:]}")
+    if record != quant_settings(mode):  # never load it quantized otherwise than trained
+        raise PolicyError(
+            f"{f}: recorded settings {record} differ from this codeloop's {mode} "
+            f"({quant_settings(mode)}); load it with the codeloop that trained it"
+        )
     return mode
 
 
