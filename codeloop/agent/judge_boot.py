@@ -15,6 +15,7 @@ in-process attacker can still do.
 import importlib
 import json
 import os
+import pathlib
 import site
 import sys
 
@@ -46,7 +47,70 @@ WATCHED = (
     ("builtins", "AssertionError"),
     ("os", "_exit"),
     ("os", "write"),
+    ("_pytest.assertion.rewrite", "_rewrite_test"),
+    ("_pytest.assertion.rewrite", "_read_pyc"),
+    ("_frozen_importlib_external", "FileLoader.get_data"),
+    ("_frozen_importlib_external", "SourceFileLoader.get_data"),
 )
+TEST_DIRS = ("test", "tests", "testing")
+NO_PYC = "/nonexistent-codeloop-pycache"  # sys.pycache_prefix: no cached bytecode is read
+
+
+def is_test_file(rel):
+    """The judge's is_test_path for .py files (codeloop.agent.patches), stdlib only."""
+    parts = rel.split("/")
+    name = parts[-1]
+    if not name.endswith(".py"):
+        return False
+    if any(p in TEST_DIRS for p in parts[:-1]) or name == "conftest.py":
+        return True
+    return name.startswith("test_") or name.endswith("_test.py")
+
+
+def snapshot_tests(root):
+    """abs path -> bytes of every test module under ``root``, read before the tree's code
+    runs: the tests are imported from these bytes, whatever the disk says later."""
+    out = {}
+    for top, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in ("__pycache__", ".git")]
+        for name in files:
+            path = os.path.join(top, name)
+            if is_test_file(os.path.relpath(path, root)) and not os.path.islink(path):
+                with open(path, "rb") as fh:
+                    out[os.path.abspath(path)] = fh.read()
+    return out
+
+
+def pin_tests(snap):
+    """Serve test modules from ``snap``: plain imports (the loader's get_data) and pytest's
+    assertion rewriter (its source read; its cached-pyc read is turned off, and
+    sys.pycache_prefix points nowhere, so no bytecode written during the run is loaded)."""
+    import _frozen_importlib_external as ext
+
+    from _pytest.assertion import rewrite
+
+    sys.pycache_prefix = NO_PYC
+    orig_get_data = ext.FileLoader.get_data
+
+    def get_data(self, path):
+        data = snap.get(os.path.abspath(path))
+        return data if data is not None else orig_get_data(self, path)
+
+    class Pinned(type(pathlib.Path())):
+        def read_bytes(self):
+            return snap[os.path.abspath(str(self))]
+
+    orig_rewrite = rewrite._rewrite_test
+
+    def rewrite_test(fn, config):
+        return orig_rewrite(Pinned(str(fn)) if os.path.abspath(str(fn)) in snap else fn, config)
+
+    ext.FileLoader.get_data = get_data
+    ext.SourceFileLoader.get_data = get_data
+    rewrite._rewrite_test = rewrite_test
+    rewrite._read_pyc = lambda *a, **k: None
+
+
 # Hooks whose implementations decide or carry an outcome; each must come from pytest,
 # pluggy, our plugin, a conftest.py of the tree (the task's, restored) or an env dir.
 HOOKS = (
@@ -102,6 +166,8 @@ class Channel:
         bad = {k for k, v in now.items() if v != self.base[k]}
         if sys.gettrace() is not None or sys.getprofile() is not None:
             bad.add("sys.settrace")
+        if sys.pycache_prefix != NO_PYC:
+            bad.add("sys.pycache_prefix")
         if meta_path and [id(x) for x in sys.meta_path[: len(self.meta_path)]] != self.meta_path:
             bad.add("sys.meta_path")
         bad |= self._foreign_hooks()
@@ -173,6 +239,7 @@ def main():
     sys.dont_write_bytecode = True
     import pytest
 
+    pin_tests(snapshot_tests(os.getcwd()))
     # pytest's own dirs and the env dirs (read-only binds): where trusted plugins live
     pytest_dir = os.path.dirname(os.path.dirname(pytest.__file__))
     chan = Channel(fd, spec["nonce"], [pytest_dir, *spec["paths"]])
