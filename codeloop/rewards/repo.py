@@ -31,7 +31,10 @@ W_APPLY = 0.2
 STEP_COST = 0.002
 INVALID_COST = 0.02
 # RLTF-style credit of one F2P test: it ran to its assertion (wrong value) beats an
-# exception on the way (the code ran but broke the contract), which beats nothing.
+# exception on the way (the code ran but broke the contract), which beats nothing. A no-op
+# diff keeps the base's own credit (its F2P tests normally fail their assertion: 0.09 at
+# W_F2P): the same for every episode of a task, so GRPO's group advantage ignores it, and
+# an edit that makes the code raise instead ranks below leaving it alone.
 CREDIT = {"passed": 1.0}
 CREDIT_ASSERTION = 0.3
 CREDIT_EXCEPTION = 0.1
