@@ -20,6 +20,7 @@ from dataclasses import replace
 
 from codeloop.agent.hacks import flag_components
 from codeloop.agent.judge import JudgeConfig, RepoVerdict, judge_many
+from codeloop.agent.tools import INVALID_KINDS
 from codeloop.sandbox.base import SandboxError
 from codeloop.schema import Action, Task, Trajectory
 
@@ -38,8 +39,8 @@ INVALID_COST = 0.02
 CREDIT = {"passed": 1.0}
 CREDIT_ASSERTION = 0.3
 CREDIT_EXCEPTION = 0.1
-# Malformed calls (the tool never ran); a tool that ran and failed (no_match) is not one.
-INVALID_KINDS = ("parse_error", "unknown_tool", "bad_args", "outside_workspace")
+# Malformed calls (the tool never ran: agent.tools' INVALID_KINDS, the same set the episode
+# counts towards agent.invalid_call_limit); a tool that ran and failed (no_match) is not one.
 HIDDEN_KEY = "diag_hidden_pass_rate"
 
 
