@@ -53,8 +53,8 @@ WATCHED = (
     ("_frozen_importlib_external", "SourceFileLoader.get_data"),
 )
 EAGER = ("pluggy", "iniconfig", "packaging.version", "packaging.requirements", "_pytest.terminal",
-         "_pytest._io.terminalwriter", "_pytest.pytester", "pygments.lexers.python",
-         "pygments.formatters.terminal", "_pytest.unittest", "unittest", "unittest.mock")  # fmt: skip
+         "_pytest._io.terminalwriter", "pygments.lexers.python",
+         "pygments.formatters.terminal", "_pytest.unittest", "unittest")  # fmt: skip
 TEST_DIRS = ("test", "tests", "testing")
 NO_PYC = "/nonexistent-codeloop-pycache"  # sys.pycache_prefix: no cached bytecode is read
 
