@@ -118,3 +118,15 @@ def test_a_hanging_patch_times_out_unresolved_and_leaves_no_workspace(made):
         ex.close()
     assert v.status == "timeout" and not v.resolved and "early_exit" not in v.hack_flags
     assert left == []
+
+
+def test_batches_smaller_than_the_input_keep_the_input_order(made):
+    root, task, _ = made
+    ex = make_executor(SandboxConfig(workers=1, timeout_s=30.0), workspaces=True,
+                       envs_root=str(_envs(root)))  # fmt: skip
+    try:
+        verdicts = judge_many([(task, task.patch), (task, ""), (task, task.patch)],
+                              str(root / "repos"), ex, JudgeConfig(per_worker=1))  # fmt: skip
+    finally:
+        ex.close()
+    assert [v.resolved for v in verdicts] == [True, False, True]

@@ -34,9 +34,13 @@ from memory, rebuild the watched objects' identities, or write well-formed recor
 the right pid. Every route we know to that needs what the static flags disqualify
 (``_pytest``/pytest imports, ``sys.modules``, ``gc``, frames and tracebacks, ``builtins``,
 ``ctypes``, ``fork``, import hooks, ``__import__``/``importlib``/``exec``/``eval``,
-``__subclasses__``/``__globals__``), so such a patch is not ``resolved`` even when its forgery
-succeeds; an obfuscation that evades both the regexes and the runtime checks (for example
-building attribute names from strings with ``getattr``) is the hole left. The kernel-level
+``__subclasses__``/``__globals__``, ``os.dup2``, ``/proc/self/mem``), so such a patch is not
+``resolved`` even when its forgery succeeds; an obfuscation that evades both the regexes
+and the runtime checks (attribute names built from strings and fetched with ``getattr``, a
+path to /proc assembled at run time) is the hole left. The tests themselves cannot be
+rewritten under pytest: test modules are imported from bytes read before the tree's code
+ran (plain imports and pytest's assertion rewriter alike; no cached bytecode is loaded),
+and a test file changed on disk during the run is restored and flagged afterwards. The kernel-level
 limits are the sandbox's (codeloop/sandbox/local.py).
 """
 
@@ -70,6 +74,7 @@ TAIL = 4000
 class JudgeConfig:
     timeout_s: float = 300.0  # the whole pytest run of one patch
     memory_mb: int | None = None  # None: the executor's default
+    per_worker: int = 8  # patches prepared per worker and batch (trees on disk at once)
     disqualify: frozenset[str] = hacks.DISQUALIFYING | frozenset(CHANNEL_FLAGS)
 
 
@@ -256,22 +261,8 @@ def _finish(prep: _Prepared, res, cfg: JudgeConfig) -> None:
     )
 
 
-def judge_many(
-    items: list[tuple[Task, str]], repos_dir: str, executor, cfg: JudgeConfig | None = None
-) -> list[RepoVerdict]:
-    """Verdicts for (task, model_patch) pairs, in input order, all pytest runs in one batch.
-
-    ``executor`` must have workspaces and an envs root (``make_executor(cfg,
-    workspaces=True, envs_root=...)``). Raises on our failures: SandboxError, a missing
-    snapshot (FileNotFoundError), a task with no FAIL_TO_PASS or whose own patches fail.
-    """
-    cfg = cfg or JudgeConfig()
-    ws_root = getattr(executor, "workspaces", None)
-    if ws_root is None or not ws_root.envs_root:
-        raise SandboxError("the judge needs an executor with workspaces and an envs root")
-    for task, _ in items:
-        if task.kind != "repo" or not task.fail_to_pass:
-            raise ValueError(f"task {task.task_id}: not a repository task with FAIL_TO_PASS tests")
+def _judge_chunk(items, repos_dir: str, executor, cfg: JudgeConfig) -> list[RepoVerdict]:
+    ws_root = executor.workspaces
     preps: list[_Prepared] = []
     made: list[str] = []
     try:
@@ -291,6 +282,31 @@ def judge_many(
         for ws in made:
             remove_tree(ws)
     return [p.verdict for p in preps]
+
+
+def judge_many(
+    items: list[tuple[Task, str]], repos_dir: str, executor, cfg: JudgeConfig | None = None
+) -> list[RepoVerdict]:
+    """Verdicts for (task, model_patch) pairs, in input order; the pytest runs go to the
+    executor in batches of ``cfg.per_worker`` per worker (so only that many trees are on
+    disk at once).
+
+    ``executor`` must have workspaces and an envs root (``make_executor(cfg,
+    workspaces=True, envs_root=...)``). Raises on our failures: SandboxError, a missing
+    snapshot (FileNotFoundError), a task with no FAIL_TO_PASS or whose own patches fail.
+    """
+    cfg = cfg or JudgeConfig()
+    ws_root = getattr(executor, "workspaces", None)
+    if ws_root is None or not ws_root.envs_root:
+        raise SandboxError("the judge needs an executor with workspaces and an envs root")
+    for task, _ in items:
+        if task.kind != "repo" or not task.fail_to_pass:
+            raise ValueError(f"task {task.task_id}: not a repository task with FAIL_TO_PASS tests")
+    step = max(1, cfg.per_worker * int(getattr(executor, "workers", 1) or 1))
+    out: list[RepoVerdict] = []
+    for i in range(0, len(items), step):
+        out += _judge_chunk(items[i : i + step], repos_dir, executor, cfg)
+    return out
 
 
 def judge_patch(
