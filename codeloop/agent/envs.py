@@ -99,10 +99,15 @@ def plugin_env(envs_root: str) -> str:
     return build_env(envs_root, "plugin", [(PLUGIN_NAME + ".py", PLUGIN_SRC)])
 
 
-def env_paths(task: Task, envs_root: str) -> list[str]:
+DEFAULT_ENVS = "data/clean/envs"  # agent.envs_dir's default
+
+
+def env_paths(task: Task, envs_root: str | None = None) -> list[str]:
     """Host dirs to put on the test command's PYTHONPATH for ``task``: the task's own
     environment dir (``task.environment``, a dir name under ``envs_root``; FileNotFoundError
-    if missing), pytest's, and our plugin's. All lie under ``envs_root``."""
+    if missing), pytest's, and our plugin's. All lie under ``envs_root`` (default: the
+    working dir's data/clean/envs, as agent.envs_dir)."""
+    envs_root = os.path.abspath(envs_root or DEFAULT_ENVS)
     out = []
     if task.environment:
         own = os.path.join(envs_root, task.environment)
