@@ -9,6 +9,7 @@ import pytest
 from codeloop.agent.envs import env_paths, plugin_env, pytest_env
 from codeloop.schema import Task
 
+
 def test_building_twice_gives_the_same_dir(tmp_path):
     first = pytest_env.__wrapped__(str(tmp_path))
     assert pytest_env.__wrapped__(str(tmp_path)) == first
