@@ -19,7 +19,9 @@ Isolated, as root and as an ordinary user alike:
   dirs (its binary's dir, e.g. /usr/bin; its stdlib; the dirs its shared libraries come
   from; /usr/lib64 for the ELF loader), ``sandbox.ro_binds``, /dev/{null,zero,urandom,random},
   /proc of its own PID namespace, and writable tmpfs /tmp (256 MiB, the work dirs) and
-  /dev/shm (64 MiB). No /etc, /home, /root, /work, /srv, /opt, /var, no repo, no venv, no
+  /dev/shm (64 MiB). An executor made with ``workspaces=True`` adds the agent workspaces'
+  root at /ws (writable, not listable; codeloop.sandbox.command) and the test env dirs at
+  /envs (read-only). No /etc, /home, /root, /work, /srv, /opt, /var, no repo, no venv, no
   ../shared, not the host's /tmp. The root, the binds and /proc cannot be remounted.
 - Capabilities: none in any set, the bounding set empty, so exec gains none either; as root
   also securebits NOROOT (locked). no_new_privs is set (setuid binaries do not elevate).
