@@ -194,6 +194,13 @@ def test_a_new_top_level_module_named_like_pytest_or_the_stdlib_shadows(path):
     assert "shadow_module" in patch_flags(diff(path, None, "x = 1\n"))
 
 
+def test_a_binary_section_is_flagged_and_dropped():
+    patch = ("diff --git a/pkg/ops.pyc b/pkg/ops.pyc\nnew file mode 100644\nindex 0000000..1111111\n"
+             "GIT binary patch\nliteral 4\nLcmZ?l00000\n\nliteral 0\nHcmV?d00001\n\n")  # fmt: skip
+    (fd,) = parse_patch(patch)
+    assert patch_flags(patch) == ["binary_edit"] and is_protected(fd)
+
+
 def test_a_new_module_inside_the_package_shadows_nothing():
     assert patch_flags(diff("pkg/json.py", None, "x = 1\n")) == []
 
