@@ -126,6 +126,8 @@ def test_a_setup_cfg_edit_inside_the_pytest_section_is_seen_with_the_base():
         ("sys.meta_path.insert(0, Finder())", "import_hooks"),
         ("sys.path_hooks.append(h)", "import_hooks"),
         ("os.dup2(devnull, 4)", "fd_tamper"),
+        ("src = open(os.path.join(root, 'tests', 'test_hidden.py')).read()", "reads_tests"),
+        ("p = here / 'test_hidden.py'", "reads_tests"),
         ("mem = open('/proc/self/mem', 'rb')", "fd_tamper"),
         ("\uff45\uff58\uff45\uff43(src)", "obfuscation"),  # fullwidth exec: NFKC makes it exec
         ("# -*- coding: utf-7 -*-", "obfuscation"),
