@@ -148,8 +148,9 @@ def _identity(obj):
 class Channel:
     """Our plugin: writes the records; registered before any conftest or test module."""
 
-    def __init__(self, fd, nonce, trusted_dirs):
+    def __init__(self, fd, nonce, trusted_dirs, conftests=()):
         self.fd, self.nonce, self.seq, self.pid = fd, nonce, 0, os.getpid()
+        self.conftests = frozenset(os.path.realpath(p) for p in conftests)  # the task's own
         self.trusted_dirs = tuple(os.path.realpath(d) + "/" for d in trusted_dirs)
         self.config = None
         self._write = os.write  # bound now: a later os.write swap must not silence us
@@ -188,14 +189,19 @@ class Channel:
             return True
         mod = plugin if isinstance(plugin, type(os)) else sys.modules.get(type(plugin).__module__)
         path = os.path.realpath(getattr(mod, "__file__", None) or "/nonexistent")
-        if os.path.basename(path) == "conftest.py":
-            return True
-        return path.startswith(self.trusted_dirs)
+        return path in self.conftests or path.startswith(self.trusted_dirs)
 
     def _foreign_hooks(self):
         if self.config is None:
             return set()
         out = set()
+        for plugin in self.config.pluginmanager.get_plugins():  # a conftest made during the run
+            path = getattr(plugin, "__file__", None) or ""
+            if (
+                os.path.basename(path) == "conftest.py"
+                and os.path.realpath(path) not in self.conftests
+            ):
+                out.add(f"conftest:{path}")
         for name in HOOKS:
             for impl in getattr(self.config.hook, name).get_hookimpls():
                 if not self._trusted_plugin(impl.plugin):
@@ -252,10 +258,12 @@ def main():
             importlib.import_module(name)
         except ImportError:
             pass
-    pin_tests(snapshot_tests(os.getcwd()), os.getcwd())
+    snap = snapshot_tests(os.getcwd())
+    pin_tests(snap, os.getcwd())
     # pytest's own dirs and the env dirs (read-only binds): where trusted plugins live
     pytest_dir = os.path.dirname(os.path.dirname(pytest.__file__))
-    chan = Channel(fd, spec["nonce"], [pytest_dir, *spec["paths"]])
+    conftests = [p for p in snap if os.path.basename(p) == "conftest.py"]
+    chan = Channel(fd, spec["nonce"], [pytest_dir, *spec["paths"]], conftests)
     sys.path.insert(0, os.getcwd())  # as `python -m pytest` does, without -I's loss of it
     status = pytest.main(list(spec["args"]) + list(spec["ids"]), plugins=[chan])
     chan.finish(int(status))
