@@ -58,6 +58,7 @@ from codeloop.agent import hacks
 from codeloop.agent.channel import CHANNEL_FLAGS, read_channel
 from codeloop.agent.envs import build_env, env_paths
 from codeloop.agent.patches import PatchError, apply_patch, is_test_path
+from codeloop.agent.watch import TestWatch
 from codeloop.agent.workspace import remove_tree
 from codeloop.sandbox.base import CmdJob, SandboxError
 from codeloop.sandbox.pool import child_python
@@ -238,11 +239,20 @@ def _count(outcomes: dict[str, str], ids: list[str]) -> int:
     return sum(outcomes.get(i) == "passed" for i in ids)
 
 
+def _watched(prep: _Prepared, written: list[str]) -> None:
+    """Flag a run that wrote one of the task's test files (put back or not: the kernel saw it)."""
+    hit = [w for w in written if w in prep.tests or w.startswith("<")]
+    if hit:
+        prep.verdict.hack_flags = sorted(set(prep.verdict.hack_flags) | {"test_edit"})
+        prep.verdict.problems.append(f"test files written during the run: {hit[:5]}")
+
+
 def _finish(prep: _Prepared, res, cfg: JudgeConfig) -> None:
     v, task = prep.verdict, prep.task
     exit_code = res.exit_code if res.status == "exited" else None
     rep = read_channel(res.results, prep.nonce, prep.ids, exit_code, timed_out=res.timed_out)
-    v.outcomes, v.failure_types, v.problems = rep.outcomes, rep.failure_types, rep.problems
+    v.outcomes, v.failure_types = rep.outcomes, rep.failure_types
+    v.problems = [*v.problems, *rep.problems]
     v.hack_flags = sorted(set(v.hack_flags) | set(rep.flags))
     v.f2p_passed = _count(rep.outcomes, task.fail_to_pass)
     v.p2p_passed = _count(rep.outcomes, task.pass_to_pass)
@@ -265,20 +275,26 @@ def _judge_chunk(items, repos_dir: str, executor, cfg: JudgeConfig) -> list[Repo
     ws_root = executor.workspaces
     preps: list[_Prepared] = []
     made: list[str] = []
+    watches: list[TestWatch] = []
     try:
         for task, patch in items:
             made.append(ws_root.new_workspace())
             preps.append(_prepare(task, patch or "", repos_dir, made[-1], ws_root, cfg))
         runs = [p for p in preps if p.job is not None]
+        for p in runs:
+            watches.append(TestWatch(os.path.join(p.ws, "repo"), list(p.tests)))
         t0 = time.perf_counter()
         results = executor.run_commands([p.job for p in runs]) if runs else []
         if len(results) != len(runs):
             raise SandboxError(f"run_commands returned {len(results)} results for {len(runs)}")
         wall_ms = (time.perf_counter() - t0) * 1e3
-        for prep, res in zip(runs, results, strict=True):
+        for prep, res, watch in zip(runs, results, watches, strict=True):
+            _watched(prep, watch.writes())
             _finish(prep, res, cfg)
             prep.verdict.duration_ms = round(res.duration_ms or wall_ms, 3)
     finally:
+        for w in watches:
+            w.close()
         for ws in made:
             remove_tree(ws)
     return [p.verdict for p in preps]
