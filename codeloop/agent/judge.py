@@ -39,8 +39,10 @@ the right pid. Every route we know to that needs what the static flags disqualif
 and the runtime checks (attribute names built from strings and fetched with ``getattr``, a
 path to /proc assembled at run time) is the hole left. The tests themselves cannot be
 rewritten under pytest: test modules are imported from bytes read before the tree's code
-ran (plain imports and pytest's assertion rewriter alike; no cached bytecode is loaded),
-and a test file changed on disk during the run is restored and flagged afterwards. The kernel-level
+ran (plain imports and pytest's assertion rewriter alike; no bytecode under the tree or a
+writable dir is loaded, so a planted .pyc is not either); only those conftest files count
+as trusted plugins; a host-side inotify watch (watch.py) sees any test file written during
+the run, put back or not (flag ``test_edit``), and the files are restored afterwards. The kernel-level
 limits are the sandbox's (codeloop/sandbox/local.py).
 """
 
