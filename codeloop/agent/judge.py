@@ -48,10 +48,12 @@ limits are the sandbox's (codeloop/sandbox/local.py).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
 import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -199,16 +201,40 @@ def split_patch(patch: str, tree: str) -> tuple[str, list[str], set[str], list[h
     return "".join(fd.text for fd in kept), dropped, flags, kept
 
 
+class _Trees:
+    """The judge trees of one judge_many call: each distinct task tree is built once (copy
+    of the snapshot, two ``git apply``) and copied per patch (a GRPO group shares one)."""
+
+    def __init__(self, repos_dir: str) -> None:
+        self.repos_dir = repos_dir
+        self.dir = tempfile.mkdtemp(prefix="codeloop-judge-trees-")
+        self.built: dict[str, tuple[str, dict[str, bytes]]] = {}
+
+    def put(self, task: Task, dest: str) -> dict[str, bytes]:
+        """Copy ``task``'s judge tree to ``dest``; its test files (relpath -> bytes)."""
+        parts = (task.snapshot, task.bug_patch, task.test_patch)
+        key = hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        if key not in self.built:
+            src = os.path.join(self.dir, key)
+            judge_tree(task, self.repos_dir, src)
+            self.built[key] = (src, _test_files(src))
+        src, tests = self.built[key]
+        shutil.copytree(src, dest, symlinks=True)
+        return dict(tests)
+
+    def close(self) -> None:
+        remove_tree(self.dir)
+
+
 def _prepare(
-    task: Task, patch: str, repos_dir: str, ws: str, ws_root, cfg: JudgeConfig
+    task: Task, patch: str, trees: _Trees, ws: str, ws_root, cfg: JudgeConfig
 ) -> _Prepared:
     tree, spec = os.path.join(ws, "repo"), os.path.join(ws, "spec.json")
     verdict = RepoVerdict(task.task_id, resolved=False, applied=False,
                           f2p_total=len(task.fail_to_pass), p2p_total=len(task.pass_to_pass),
                           hidden_total=len(task.hidden_tests))  # fmt: skip
     prep = _Prepared(task, ws, verdict)
-    judge_tree(task, repos_dir, tree)
-    prep.tests = tests = _test_files(tree)
+    prep.tests = tests = trees.put(task, tree)
     kept_text, verdict.dropped, flags, kept = split_patch(patch, tree)
     try:
         apply_patch(tree, kept_text)
@@ -273,7 +299,7 @@ def _finish(prep: _Prepared, res, cfg: JudgeConfig) -> None:
     )
 
 
-def _judge_chunk(items, repos_dir: str, executor, cfg: JudgeConfig) -> list[RepoVerdict]:
+def _judge_chunk(items, trees: _Trees, executor, cfg: JudgeConfig) -> list[RepoVerdict]:
     ws_root = executor.workspaces
     preps: list[_Prepared] = []
     made: list[str] = []
@@ -281,7 +307,7 @@ def _judge_chunk(items, repos_dir: str, executor, cfg: JudgeConfig) -> list[Repo
     try:
         for task, patch in items:
             made.append(ws_root.new_workspace())
-            preps.append(_prepare(task, patch or "", repos_dir, made[-1], ws_root, cfg))
+            preps.append(_prepare(task, patch or "", trees, made[-1], ws_root, cfg))
         runs = [p for p in preps if p.job is not None]
         for p in runs:
             watches.append(TestWatch(os.path.join(p.ws, "repo"), list(p.tests)))
@@ -322,8 +348,12 @@ def judge_many(
             raise ValueError(f"task {task.task_id}: not a repository task with FAIL_TO_PASS tests")
     step = max(1, cfg.per_worker * int(getattr(executor, "workers", 1) or 1))
     out: list[RepoVerdict] = []
-    for i in range(0, len(items), step):
-        out += _judge_chunk(items[i : i + step], repos_dir, executor, cfg)
+    trees = _Trees(repos_dir)
+    try:
+        for i in range(0, len(items), step):
+            out += _judge_chunk(items[i : i + step], trees, executor, cfg)
+    finally:
+        trees.close()
     return out
 
 
