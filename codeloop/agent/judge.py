@@ -258,8 +258,11 @@ def _prepare(
     boot = os.path.join(
         ws_root.env_inside(build_env(envs_root, "judge", [(BOOT_NAME, BOOT_SRC)])), BOOT_NAME
     )
+    # caps far above a run's needs (a record is ~150 bytes, pytest -q prints little): a run
+    # over them is killed or cut, and its tests are then missing, never passed
     prep.job = CmdJob(argv=[child_python(), "-I", "-B", boot, ws_root.inside(spec)[0]],
-                      cwd_host=tree, timeout_s=cfg.timeout_s, memory_mb=cfg.memory_mb)  # fmt: skip
+                      cwd_host=tree, timeout_s=cfg.timeout_s, memory_mb=cfg.memory_mb,
+                      output_cap=8 << 20, result_cap=32 << 20)  # fmt: skip
     return prep
 
 
