@@ -157,7 +157,8 @@ def score_repo_trajectories(
     todo = []
     for t in out:
         task = tasks_by_id.get(t.task_id)
-        if t.infra_error:
+        if t.infra_error:  # rollout's own fault: passed through unscored, as for functions
+            t.metadata.reward_fn_version = version
             continue
         if task is None:
             _mark_infra(t, version, f"score: task {t.task_id!r} not found in tasks file")
