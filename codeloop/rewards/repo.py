@@ -12,9 +12,11 @@ from dataclasses import replace
 
 from codeloop.agent.judge import JudgeConfig, judge_many
 from codeloop.rewards.registry import RewardInput, get_composition
-from codeloop.rewards.repo_terms import HIDDEN_KEY, _r
+from codeloop.rewards.repo_terms import HIDDEN_KEY, _r, repo_reward
 from codeloop.sandbox.base import ExecResult, SandboxError
 from codeloop.schema import Task, Trajectory
+
+__all__ = ["replay_repo", "repo_reward", "score_repo_trajectories"]  # repo_reward: its old home
 
 
 def _mark_infra(t: Trajectory, version: str, reason: str) -> None:
