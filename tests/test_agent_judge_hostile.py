@@ -115,6 +115,13 @@ ATTACKS = {
     "fork_reporter": [(INIT, FORK_REPORTER), _buggy_add("import calc; calc.forge()")],
     "rewrite_tests_at_import": [(INIT, REWRITE_TESTS)],
     "planted_bytecode": [(INIT, PLANT_BYTECODE)],
+    "kill_the_others": [
+        ("calc/ops.py", _fix),
+        _buggy_add(
+            "import os\n    for _p in range(1, 400):\n        try:\n            os.kill(_p, 9) if _p != os.getpid() else None\n"
+            "        except OSError:\n            pass"
+        ),
+    ],  # fmt: skip
     "write_and_restore": [
         (INIT, REWRITE_TESTS + "with open(_p, 'w') as _f:\n    _f.write(_src)\n")
     ],
@@ -211,6 +218,7 @@ def test_no_hostile_prediction_is_resolved(judged, name):
         ("rewrite_tests_at_import", "test_edit"),
         ("sitecustomize", "startup_hook"),
         ("shadow_pytest", "shadow_module"),
+        ("kill_the_others", "kill"),
         ("fix_plus_conftest", "conftest_edit"),
         ("fix_plus_skip_elsewhere", "pytest_import"),
     ],
