@@ -35,8 +35,12 @@ class WorkspaceRoot:
     ``owner``: the uid the sandboxed commands run as when the host must hand files over
     itself (docker: 65534); None when the zygote does it (local) or nothing has to."""
 
-    def __init__(self, envs_root: str | None = None, owner: int | None = None) -> None:
-        self.path = os.path.realpath(tempfile.mkdtemp(prefix="codeloop-ws-", dir=fast_tmp()))
+    def __init__(
+        self, envs_root: str | None = None, owner: int | None = None, parent: str | None = None
+    ) -> None:
+        # parent: where workspaces live (a sized tmpfs or a quota'd fs caps their disk use)
+        parent = parent or fast_tmp()
+        self.path = os.path.realpath(tempfile.mkdtemp(prefix="codeloop-ws-", dir=parent))
         # enterable, not listable: as root jobs are "other" (0711); without root a job is
         # the dir's owner, so the owner's read bit goes too (0311; see command.py for the
         # limit of that: an owner can chmod)

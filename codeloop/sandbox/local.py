@@ -119,7 +119,11 @@ class LocalExecutor(PoolExecutor):
     fork per job. Refuses to start (SandboxError) where it cannot seal."""
 
     def __init__(
-        self, cfg: SandboxConfig, workspaces: bool = False, envs_root: str | None = None
+        self,
+        cfg: SandboxConfig,
+        workspaces: bool = False,
+        envs_root: str | None = None,
+        ws_parent: str | None = None,
     ) -> None:
         problem = _unshare_problem()
         if problem:
@@ -129,7 +133,7 @@ class LocalExecutor(PoolExecutor):
                 raise SandboxError(f"sandbox.ro_binds: {path} does not exist")
         prefix = list(namespace_prefix())
         # workspaces: agent commands (cmdjobs); the zygote hands each to the slot's uid
-        self.workspaces = WorkspaceRoot(envs_root) if workspaces else None
+        self.workspaces = WorkspaceRoot(envs_root, parent=ws_parent) if workspaces else None
         binds = self.workspaces.binds() if self.workspaces else []
 
         def spawn(slot: int) -> Zygote:
