@@ -1,0 +1,117 @@
+"""Reward v3 for repository tasks: judge each trajectory's final diff, apply the composition.
+
+``score_repo_trajectories`` judges every ``final_diff`` (codeloop.agent.judge, one batch)
+and fills reward, components, step rewards and the version; ``replay_repo`` re-judges
+stored trajectories and compares, as ``codeloop.rewards.replay`` does for function tasks.
+The terms themselves are codeloop.rewards.repo_terms (pure; the registry's v3 wraps them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from codeloop.agent.judge import JudgeConfig, judge_many
+from codeloop.rewards.registry import RewardInput, get_composition
+from codeloop.rewards.repo_terms import HIDDEN_KEY, _r, repo_reward
+from codeloop.sandbox.base import ExecResult, SandboxError
+from codeloop.schema import Task, Trajectory
+
+__all__ = ["replay_repo", "repo_reward", "score_repo_trajectories"]  # repo_reward: its old home
+
+
+def _mark_infra(t: Trajectory, version: str, reason: str) -> None:
+    t.infra_error, t.reward, t.reward_components = reason, 0.0, {}
+    t.metadata.reward_fn_version = version
+
+
+def score_repo_trajectories(
+    trajs: list[Trajectory],
+    tasks_by_id: dict[str, Task],
+    version: str,
+    executor,
+    repos_dir: str,
+    cfg: JudgeConfig | None = None,
+) -> list[Trajectory]:
+    """Scored copies of repository-task ``trajs`` (inputs untouched), in input order: each
+    ``final_diff`` judged (one batch), the composition applied. Our failures (sandbox fault,
+    missing task or snapshot) set ``infra_error``, never a reward of 0."""
+    comp = get_composition(version)
+    cfg = cfg or JudgeConfig()
+    out = [replace(t, actions=[replace(a) for a in t.actions], metadata=replace(t.metadata),
+                   reward_components=dict(t.reward_components)) for t in trajs]  # fmt: skip
+    todo = []
+    for t in out:
+        task = tasks_by_id.get(t.task_id)
+        if t.infra_error:  # rollout's own fault: passed through unscored, as for functions
+            t.metadata.reward_fn_version = version
+            continue
+        if task is None:
+            _mark_infra(t, version, f"score: task {t.task_id!r} not found in tasks file")
+            continue
+        todo.append((t, task))
+    verdicts = _judge_each(todo, repos_dir, executor, cfg)
+    for (t, task), v in zip(todo, verdicts, strict=True):
+        if isinstance(v, Exception):
+            _mark_infra(t, version, f"judge: {type(v).__name__}: {v}")
+            continue
+        inp = RewardInput(task=task, code=t.final_diff, visible=ExecResult("no_code"),
+                          actions=t.actions, repo=v)  # fmt: skip
+        r = comp.compute(inp)
+        t.reward, t.reward_components = r.reward, dict(r.components)
+        if task.hidden_tests:
+            t.reward_components[HIDDEN_KEY] = _r(v.hidden_passed / v.hidden_total)
+        for a, s in zip(t.actions, r.step_rewards, strict=False):
+            a.reward = s
+        t.metadata.reward_fn_version = version
+    return out
+
+
+def _judge_each(todo, repos_dir, executor, cfg) -> list:
+    """Verdicts in one batch; on our failure, one by one so a fault marks only its row."""
+    items = [(task, t.final_diff) for t, task in todo]
+    if not items:
+        return []
+    try:
+        return judge_many(items, repos_dir, executor, cfg)
+    except (SandboxError, OSError, ValueError):
+        pass
+    out = []
+    for item in items:
+        try:
+            out.append(judge_many([item], repos_dir, executor, cfg)[0])
+        except (SandboxError, OSError, ValueError) as exc:
+            out.append(exc)
+    return out
+
+
+def replay_repo(trajs: list[Trajectory], tasks_by_id: dict[str, Task], executor, repos_dir: str):
+    """Re-judge stored repository trajectories under their own reward versions and compare
+    rewards, components and step rewards with what is stored (codeloop.rewards.replay)."""
+    # imported here: replay stands on codeloop.rewards, which registers this module's v3
+    from codeloop.rewards.replay import TOLERANCE, ReplayReport, ReplayRow, _diff
+
+    checkable = [t for t in trajs if not t.infra_error]
+    rows: list[ReplayRow] = []
+    for version in sorted({t.metadata.reward_fn_version for t in checkable}):
+        group = [t for t in checkable if t.metadata.reward_fn_version == version]
+        if not version:
+            rows += [
+                ReplayRow(t.trajectory_id, "", t.reward, None, error="never scored") for t in group
+            ]
+            continue
+        fresh = score_repo_trajectories(group, tasks_by_id, version, executor, repos_dir)
+        for old, new in zip(group, fresh, strict=True):
+            row = ReplayRow(old.trajectory_id, version, old.reward, new.reward)
+            if new.infra_error:
+                row.replayed, row.error = None, new.infra_error
+            else:
+                row.diff_components = _diff(old.reward_components, new.reward_components)
+                if abs(old.reward - new.reward) > TOLERANCE:
+                    row.diff_components.insert(0, f"reward: {old.reward} -> {new.reward}")
+                pairs = zip(
+                    [a.reward for a in old.actions], [a.reward for a in new.actions], strict=True
+                )
+                if any(abs(x - y) > TOLERANCE for x, y in pairs):
+                    row.diff_components.append("step_rewards")
+            rows.append(row)
+    return ReplayReport(rows, skipped=len(trajs) - len(checkable))
