@@ -54,7 +54,8 @@ class SftConfig(_Section):
 class SourceSpec(_Section):
     kind: str = Field(
         description="Loader kind: synthetic, humaneval, mbpp, apps, canonical (see "
-        "codeloop.data.loaders); repository tasks: synthetic_repo, repo (a mint output dir)."
+        "codeloop.data.loaders); repository tasks: synthetic_repo, repo (a mint output dir), "
+        "swebench (instances.jsonl; clones in clean.repos_dir)."
     )
     path: str = Field("", description="File path for file-based kinds; empty for packaged ones.")
     n: int = Field(0, ge=0, description="Synthetic only: number of tasks to generate.")
@@ -136,6 +137,9 @@ class CleanConfig(_Section):
         0.5, gt=0, le=1, description="Share of a task's tests that are visible (rest hidden)."
     )
     min_visible: int = Field(1, ge=1, description="Minimum visible tests per task.")
+    repos_dir: str = Field(
+        "", description="swebench sources: the dir of local git clones, named owner__name."
+    )
     repo_near_threshold: float = Field(
         0.9,
         gt=0,

@@ -1,6 +1,6 @@
 """Repository task sources for the clean stage: ``synthetic_repo`` (the generator) and
 ``repo:DIR`` (a directory of repository tasks: ``tasks.parquet`` + ``repos/<sha>/``, what
-``codeloop mint`` writes), each checked row by row and stored content-addressed under the
+``codeloop mint`` writes) and ``swebench:FILE`` (codeloop.data.repos.swebench), each checked row by row and stored content-addressed under the
 clean stage's ``repos_dir``. A bad row is quarantined naming its file, row, field and
 reason; nothing is dropped silently.
 """
@@ -17,7 +17,7 @@ from codeloop.data.repos.diffs import split_files
 from codeloop.data.validate import SourceError, iter_records, quarantine_row
 from codeloop.schema import Task
 
-REPO_KINDS = ("synthetic_repo", "repo")
+REPO_KINDS = ("synthetic_repo", "repo", "swebench")
 
 
 @dataclass
@@ -155,6 +155,10 @@ def load_repo_source(spec, repos_dir: str | Path | None, clones_dir: str = ""):
         raise SourceError(f"source kind {spec.kind!r} needs a path")
     if spec.kind == "repo":
         return load_task_dir(spec.path, repos_dir)
+    if spec.kind == "swebench":
+        from codeloop.data.repos.swebench import load_swebench
+
+        return load_swebench(spec.path, clones_dir, repos_dir)
     raise SourceError(
         f"unknown repository source kind {spec.kind!r}; allowed: {', '.join(REPO_KINDS)}"
     )
