@@ -22,6 +22,7 @@ COMMANDS = {
     "report": "report",
     "archive": "archive",
     "export": "export",
+    "env": "env_cmd",
 }
 
 
