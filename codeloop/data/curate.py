@@ -266,6 +266,9 @@ def _clean_tasks(params, executor, repos_dir, verifier) -> dict[str, Any]:
         "quarantined": train_q,
         "few_tests": sum(1 for t in train if t.metadata.get("few_tests")),
         "kept_repo": len(repo["kept"]),
+        "repo_by_difficulty": {
+            str(k): v for k, v in sorted(Counter(t.difficulty for t in repo["kept"]).items())
+        },  # fmt: skip
         "frozen": {name: len(ts) for name, ts in sorted(frozen.items())},
     }
     counts["balanced"] = rows_in == counts["kept"] + counts["dropped"] + train_q
