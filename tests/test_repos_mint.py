@@ -126,3 +126,21 @@ def test_a_repository_whose_suite_does_not_collect_is_refused(tmp_path):
     src = _write(tmp_path / "bad", {"pkg.py": "x = 1\n", "test_pkg.py": "import nonexistent\n"})
     with pytest.raises(RuntimeError, match="does not collect|no test"):
         mint_repo(src, tmp_path / "out", MintConfig(max_tasks=2, workers=1))
+
+
+def test_the_experts_edits_turn_a_minted_base_back_into_the_pristine_file(minted):
+    from codeloop.data.repos.diffs import apply_file_diff, split_files
+    from codeloop.data.repos.expert import expert_calls
+
+    for t in read_tasks(minted / "tasks.parquet"):
+        path = t.metadata["mutation"]["path"]
+        pristine = (minted / "repos" / t.snapshot / path).read_text()
+        text = apply_file_diff(pristine, split_files(t.bug_patch)[path])
+        calls = expert_calls(t, minted / "repos")
+        searches = [c["args"]["pattern"] for c in calls if c["tool"] == "search"]
+        assert all(re.search(p, text) for p in searches), searches
+        for c in calls:
+            if c["tool"] == "edit":
+                assert text.count(c["args"]["old"]) == 1
+                text = text.replace(c["args"]["old"], c["args"]["new"])
+        assert text == pristine, t.task_id

@@ -115,3 +115,22 @@ def test_clean_verifies_fail_before_and_pass_after_and_drops_the_rest(instances)
     reasons = {d["task_id"]: d["reason"] for d in report["dropped_tasks"]}
     assert reasons == {"acme__mathx-3": "fail_to_pass_passes_unfixed"}
     assert report["quarantined"] == 2 and report["balanced"]
+
+
+def test_the_expert_fixes_a_swebench_task_it_knows_no_function_name_of(instances):
+    import re
+
+    from codeloop.data.repos.expert import expert_calls
+
+    tmp, path = instances
+    res = load_source(_spec(path), tmp / "store4", str(tmp / "clones"))
+    task = res.tasks[0]
+    text = BUGGY
+    calls = expert_calls(task, tmp / "store4")
+    for c in calls:
+        if c["tool"] == "search":
+            assert re.search(c["args"]["pattern"], text)
+        if c["tool"] == "edit":
+            assert text.count(c["args"]["old"]) == 1
+            text = text.replace(c["args"]["old"], c["args"]["new"])
+    assert text == FIXED and "search" in [c["tool"] for c in calls]
