@@ -214,6 +214,17 @@ def _task(name, sha, cand, failing, stable, report, snap, product, cfg, n) -> Ta
     )  # fmt: skip
 
 
+def _rejection(report, failing: tuple, seen_failing: set) -> str:
+    """Why a candidate's run does not make a task ('' when it does)."""
+    if report.status == "timeout":
+        return "timeout"
+    if not report.collected_ok:
+        return "collect_error"
+    if not failing:
+        return "no_test_fails"
+    return "duplicate_failing_set" if failing in seen_failing else ""
+
+
 def _mint(ex, snap: Path, sha: str, name: str, env: list[str], cfg: MintConfig) -> MintResult:
     from codeloop.agent.testrun import run_pytest_many
     from codeloop.agent.workspace import remove_tree
@@ -252,14 +263,9 @@ def _mint(ex, snap: Path, sha: str, name: str, env: list[str], cfg: MintConfig) 
             op = per_op.setdefault(c.mutation.operator, Counter())
             op["tried"] += 1
             failing = tuple(sorted(t for t in stable if r.outcomes.get(t) != "passed"))
-            if r.status == "timeout":
-                rejected["timeout"] += 1
-            elif not r.collected_ok:
-                rejected["collect_error"] += 1
-            elif not failing:
-                rejected["no_test_fails"] += 1
-            elif failing in seen_failing:
-                rejected["duplicate_failing_set"] += 1
+            reason = _rejection(r, failing, seen_failing)
+            if reason:
+                rejected[reason] += 1
             else:
                 seen_failing.add(failing)
                 op["kept"] += 1
