@@ -21,7 +21,8 @@ import tempfile
 from pathlib import Path
 
 from codeloop.data.repos import store
-from codeloop.data.validate import iter_records, quarantine_row
+from codeloop.data.repos.checks import RepoLoad, check_repo_task
+from codeloop.data.validate import SourceError, iter_records, quarantine_row
 from codeloop.schema import Task
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -107,8 +108,6 @@ def _task(rec: dict, row: int, clones_dir: Path, repos_dir, cache: dict) -> Task
 
 def load_swebench(path: str, clones_dir: str, repos_dir):
     """Instances of a SWE-bench-format file as checked repository tasks (RepoLoad)."""
-    from codeloop.data.repos.load import RepoLoad, check_repo_task
-    from codeloop.data.validate import SourceError
 
     if not clones_dir:
         raise SourceError("swebench: set clean.repos_dir to the dir of local clones (owner__name)")
