@@ -111,3 +111,11 @@ def test_closing_the_executor_removes_every_workspace():
     sh(executor, ws, "mkdir -p a/b && echo x > a/b/c && chmod 000 a")
     executor.close()
     assert not os.path.exists(executor.workspaces.path)
+
+
+def test_workspaces_go_where_they_are_told(tmp_path):
+    with make_executor(SandboxConfig(workers=1), workspaces=True, ws_parent=str(tmp_path)) as ex:
+        ws = ex.workspaces.new_workspace()
+        res = sh(ex, ws, "echo here > f")
+        assert res.exit_code == 0 and Path(ws).parent.parent == tmp_path
+        assert Path(ws, "f").read_text() == "here\n"

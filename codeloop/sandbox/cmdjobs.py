@@ -22,13 +22,25 @@ WS_MOUNT, ENVS_MOUNT = "/ws", "/envs"
 NOFILE = 256  # pytest and a shell open more files than a judged function
 
 
+def fast_tmp() -> str | None:
+    """/dev/shm where it is a writable tmpfs, else the default temp dir (None). Workspaces are
+    small and made and removed per episode: on this VM's ext4 /tmp one mkdir + rmdir costs
+    ~3.5 ms under load, on tmpfs ~0.01 ms."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
 class WorkspaceRoot:
     """The host dir of an executor's workspaces (and where its env dirs appear inside).
     ``owner``: the uid the sandboxed commands run as when the host must hand files over
     itself (docker: 65534); None when the zygote does it (local) or nothing has to."""
 
-    def __init__(self, envs_root: str | None = None, owner: int | None = None) -> None:
-        self.path = os.path.realpath(tempfile.mkdtemp(prefix="codeloop-ws-"))
+    def __init__(
+        self, envs_root: str | None = None, owner: int | None = None, parent: str | None = None
+    ) -> None:
+        # parent: where workspaces live (a sized tmpfs or a quota'd fs caps their disk use)
+        parent = parent or fast_tmp()
+        self.path = os.path.realpath(tempfile.mkdtemp(prefix="codeloop-ws-", dir=parent))
         # enterable, not listable: as root jobs are "other" (0711); without root a job is
         # the dir's owner, so the owner's read bit goes too (0311; see command.py for the
         # limit of that: an owner can chmod)

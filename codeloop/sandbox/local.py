@@ -19,7 +19,9 @@ Isolated, as root and as an ordinary user alike:
   dirs (its binary's dir, e.g. /usr/bin; its stdlib; the dirs its shared libraries come
   from; /usr/lib64 for the ELF loader), ``sandbox.ro_binds``, /dev/{null,zero,urandom,random},
   /proc of its own PID namespace, and writable tmpfs /tmp (256 MiB, the work dirs) and
-  /dev/shm (64 MiB). No /etc, /home, /root, /work, /srv, /opt, /var, no repo, no venv, no
+  /dev/shm (64 MiB). An executor made with ``workspaces=True`` adds the agent workspaces'
+  root at /ws (writable, not listable; codeloop.sandbox.command) and the test env dirs at
+  /envs (read-only). No /etc, /home, /root, /work, /srv, /opt, /var, no repo, no venv, no
   ../shared, not the host's /tmp. The root, the binds and /proc cannot be remounted.
 - Capabilities: none in any set, the bounding set empty, so exec gains none either; as root
   also securebits NOROOT (locked). no_new_privs is set (setuid binaries do not elevate).
@@ -117,7 +119,11 @@ class LocalExecutor(PoolExecutor):
     fork per job. Refuses to start (SandboxError) where it cannot seal."""
 
     def __init__(
-        self, cfg: SandboxConfig, workspaces: bool = False, envs_root: str | None = None
+        self,
+        cfg: SandboxConfig,
+        workspaces: bool = False,
+        envs_root: str | None = None,
+        ws_parent: str | None = None,
     ) -> None:
         problem = _unshare_problem()
         if problem:
@@ -127,7 +133,7 @@ class LocalExecutor(PoolExecutor):
                 raise SandboxError(f"sandbox.ro_binds: {path} does not exist")
         prefix = list(namespace_prefix())
         # workspaces: agent commands (cmdjobs); the zygote hands each to the slot's uid
-        self.workspaces = WorkspaceRoot(envs_root) if workspaces else None
+        self.workspaces = WorkspaceRoot(envs_root, parent=ws_parent) if workspaces else None
         binds = self.workspaces.binds() if self.workspaces else []
 
         def spawn(slot: int) -> Zygote:
