@@ -175,3 +175,27 @@ def test_the_clean_stage_with_the_switch_on_writes_repo_tasks_beside_function_ta
     used = {t.snapshot for t in tasks if t.kind == "repo"}
     used |= {t.snapshot for t in read_tasks(paths.frozen_dir / "heldout_repo.parquet")}
     assert {p.name for p in (paths.clean_dir / "repos").iterdir()} == used
+
+
+@pytest.mark.docker
+def test_the_executability_filter_gives_the_same_verdicts_on_the_docker_backend(tmp_path):
+    from codeloop.data.repos.curate_repos import RepoVerifier
+    from codeloop.sandbox.docker_backend import skip_without_docker_engine
+
+    skip_without_docker_engine()
+    tasks, trees = generate_repo_tasks(3, seed=16)
+    for files in trees.values():
+        store_files(files, tmp_path / "clean" / "repos")
+    swapped = replace(tasks[0], task_id="swapped", fail_to_pass=tasks[0].pass_to_pass[:1],
+                      pass_to_pass=tasks[0].fail_to_pass)  # fmt: skip
+    params = parse_params({"clean": {"repo_verify_runs": 1},
+                           "sandbox": {"backend": "docker", "timeout_s": 30}})  # fmt: skip
+    verifier = RepoVerifier(params, tmp_path / "clean" / "repos")
+    try:
+        kept, dropped = verifier.verify([*tasks, swapped])
+    finally:
+        verifier.close()
+    assert [t.task_id for t in kept] == [t.task_id for t in tasks]
+    assert [(d["task_id"], d["reason"]) for d in dropped] == [
+        ("swapped", "fail_to_pass_passes_unfixed")
+    ]
