@@ -144,3 +144,31 @@ def test_the_experts_edits_turn_a_minted_base_back_into_the_pristine_file(minted
                 assert text.count(c["args"]["old"]) == 1
                 text = text.replace(c["args"]["old"], c["args"]["new"])
         assert text == pristine, t.task_id
+
+
+DEP_REPO = {
+    "shop/__init__.py": "",
+    "shop/price.py": "from helperlib import cents\n\n\ndef total(xs):\n    s = 0\n    for x in xs:\n        s += cents(x)\n    return s\n",  # noqa: E501
+    "tests/test_price.py": "from shop.price import total\n\n\ndef test_total():\n    assert total([1, 2]) == 300\n\n\ndef test_empty():\n    assert total([]) == 0\n",  # noqa: E501
+}
+
+
+def test_a_repo_with_dependencies_mints_with_its_env_dir_and_clean_verifies_it(tmp_path):
+    src = _write(tmp_path / "shop", DEP_REPO)
+    with pytest.raises(RuntimeError, match="does not collect|no test"):
+        mint_repo(src, tmp_path / "nodeps", MintConfig(max_tasks=2, workers=1))
+    deps = _write(tmp_path / "deps", {"helperlib.py": "def cents(x):\n    return x * 100\n"})
+    res = mint_repo(src, tmp_path / "out", MintConfig(max_tasks=3, workers=2, deps=str(deps)))
+    env = res.tasks[0].environment
+    assert (
+        res.tasks and env.startswith("shop-deps-") and {t.environment for t in res.tasks} == {env}
+    )
+    assert (tmp_path / "out" / "envs" / env / "helperlib.py").is_file()
+    params = parse_params({
+        "clean": {"sources": [{"kind": "repo", "path": str(tmp_path / "out")}], "frozen": [],
+                  "verify_runs": 0, "repo_verify_runs": 1},
+        "sandbox": {"backend": "local", "timeout_s": 30},
+    })  # fmt: skip
+    report = curate(params, tmp_path / "clean")
+    assert report["kept_repo"] == len(res.tasks) and report["dropped"] == 0
+    assert (tmp_path / "clean" / "envs" / env / "helperlib.py").is_file()

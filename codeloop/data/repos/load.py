@@ -71,12 +71,31 @@ def load_task_dir(path: str | Path, repos_dir: str | Path):
             res.quarantine_rows.append(quarantine_row("repo", str(table), row, "snapshot", good[sha], rec))  # fmt: skip
             continue
         task.metadata.setdefault("provenance", {}).update({"file": table.name, "row": row})
-        problem = check_repo_task(task, repos_dir)
+        problem = check_repo_task(task, repos_dir) or _copy_env(root, task, repos_dir)
         if problem:
             res.quarantine_rows.append(quarantine_row("repo", str(table), row, *problem, rec))
         else:
             res.tasks.append(task)
     return res
+
+
+def _copy_env(root: Path, task: Task, repos_dir) -> tuple[str, str] | None:
+    """Copy the task's env dir (DIR/envs/<environment>) beside the store's snapshots, where
+    the clean stage's verifier and the agent env look (<repos_dir>/../envs)."""
+    if not task.environment:
+        return None
+    src = root / "envs" / task.environment
+    if "/" in task.environment or not src.is_dir():
+        return "environment", f"environment {task.environment!r} is not in {root / 'envs'}"
+    dst = Path(repos_dir).parent / "envs" / task.environment
+    if not dst.is_dir():
+        import shutil
+
+        tmp = Path(str(dst) + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(src, tmp)
+        tmp.rename(dst)
+    return None
 
 
 def _copy_snapshot(src_repos: Path, sha: str, repos_dir) -> str:
