@@ -51,56 +51,6 @@ class SftConfig(_Section):
     seed: int = Field(0, description="Seed of SFT example order.")
 
 
-class SourceSpec(_Section):
-    kind: str = Field(
-        description="Loader kind: synthetic, humaneval, mbpp, apps, canonical (see codeloop.data.loaders)."
-    )
-    path: str = Field("", description="File path for file-based kinds; empty for packaged ones.")
-    n: int = Field(0, ge=0, description="Synthetic only: number of tasks to generate.")
-    seed: int = Field(0, description="Synthetic only: generator seed.")
-    max_depth: int = Field(3, ge=1, le=8, description="Synthetic only: max composition depth.")
-
-
-class CleanConfig(_Section):
-    sources: list[SourceSpec] = Field(
-        default_factory=lambda: [SourceSpec(kind="synthetic", n=600, seed=0)],
-        description="Training sources, by kind and path.",
-    )
-    frozen: list[SourceSpec] = Field(
-        default_factory=lambda: [SourceSpec(kind="humaneval")],
-        description="Frozen evaluation sets; never trained on, leak-checked against training.",
-    )
-    heldout_fraction: float = Field(
-        0.15, ge=0, lt=1, description="Share of synthetic tasks held out as a frozen eval split."
-    )
-    dedupe_threshold: float = Field(
-        0.9,
-        gt=0,
-        le=1,
-        description="Near-dup if no number/contrast word differs and the mean of the prompt-"
-        "word and canonical-code Jaccard (exact, on LSH candidates) >= this.",
-    )
-    dedupe_prompt_floor: float = Field(
-        0.5, ge=0, le=1, description="Near-dup if canonical code is equal and prompt words >= this."
-    )
-    dedupe_lsh_threshold: float = Field(
-        0.3, gt=0, le=1, description="LSH banding target (prompt MinHash) proposing candidates."
-    )
-    leak_threshold: float = Field(
-        0.5, gt=0, le=1, description="Leak if mean prompt/code Jaccard to a frozen task >= this."
-    )
-    leak_view_threshold: float = Field(
-        0.7, gt=0, le=1, description="Leak if prompt alone or code alone Jaccard >= this."
-    )
-    dedupe_workers: int = Field(2, ge=1, le=64, description="Processes computing MinHash.")
-    num_perm: int = Field(128, ge=16, le=1024, description="MinHash permutations.")
-    verify_runs: int = Field(3, ge=0, le=20, description="Runs of each reference (flakiness).")
-    visible_fraction: float = Field(
-        0.5, gt=0, le=1, description="Share of a task's tests that are visible (rest hidden)."
-    )
-    min_visible: int = Field(1, ge=1, description="Minimum visible tests per task.")
-
-
 class CurriculumStage(_Section):
     until: int = Field(ge=0, description="Last iteration (inclusive) this stage applies to.")
     proportions: list[float] = Field(description="Sampling share per bucket, easiest first.")
