@@ -21,6 +21,7 @@ reaps by blocking waits instead of /proc scans.
 
 import ctypes
 import errno
+import gc
 import json
 import os
 import resource
@@ -326,6 +327,16 @@ def _seal(opts, info):
     return True
 
 
+def _shrink():
+    """Return the start-up's garbage (compiling this program and the harness, the probe) to
+    the kernel: every page we still map is copied into each job's page table by fork and
+    torn down at its exit (zygote and child CPU per job both fell ~5%)."""
+    gc.collect()
+    trim = getattr(_libc, "malloc_trim", None)  # glibc's; absent elsewhere
+    if trim is not None:
+        trim(0)
+
+
 def main():
     opts = json.loads(sys.argv[1])
     exec(compile(opts.pop("harness"), "<harness>", "exec"), HARNESS)
@@ -349,6 +360,7 @@ def main():
         send(wfd, info)
         return
     send(wfd, info)
+    _shrink()
     while True:
         job = recv(rfd)
         if job is None:
