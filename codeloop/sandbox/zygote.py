@@ -25,7 +25,6 @@ import gc
 import json
 import os
 import resource
-import shutil
 import signal
 import struct
 import sys
@@ -207,11 +206,19 @@ def _vm_bytes():
         os.close(fd)
 
 
+def _rmtree(path):
+    """shutil.rmtree, imported on first use: most jobs leave nothing to remove, and shutil
+    maps bz2, lzma and zlib into the zygote, whose every mapping each fork copies."""
+    import shutil
+
+    shutil.rmtree(path)
+
+
 def sweep(opts, workdir):
     try:
         os.rmdir(workdir)  # the common case: the job wrote nothing
     except OSError:
-        shutil.rmtree(workdir)
+        _rmtree(workdir)
     if opts.get("private_scratch"):
         for d in opts["scratch"]:
             for entry in os.listdir(d):
@@ -219,7 +226,7 @@ def sweep(opts, workdir):
                 if path == opts["work_root"]:
                     continue
                 if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path)
+                    _rmtree(path)
                 else:
                     os.unlink(path)
 
@@ -230,7 +237,7 @@ def run(job, opts, ctl=None):
     try:
         os.mkdir(workdir, 0o700)
     except FileExistsError:  # a sweep that failed half-way (reported as a fault then)
-        shutil.rmtree(workdir)
+        _rmtree(workdir)
         os.mkdir(workdir, 0o700)
     if opts.get("uid") is not None and os.getuid() == 0:
         os.chown(workdir, opts["uid"], opts["uid"])
