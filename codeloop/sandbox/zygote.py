@@ -370,8 +370,8 @@ def main():
     _shrink()
     while True:
         job = recv(rfd)
-        if job is None:
-            return
+        if job is None:  # the parent closed our pipe: every job is killed and reaped and
+            os._exit(0)  # nothing is buffered, so skip the interpreter's teardown
         try:
             send(wfd, run(job, opts, rfd if opts.get("watch_parent", True) else None))
         except ParentGone:
