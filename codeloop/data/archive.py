@@ -13,8 +13,9 @@ pandas and ``datasets`` restore from the directory names::
 Append-only: a night writes its own partition and never rewrites an older one, so each
 DVC version of the archive (``data/archive.dvc``, committed with the promotion) shares
 every earlier file in the cache, and no promoted iteration's data ever changes after the
-fact. The archive is no stage's dependency: dropping rows from it cannot break the
-``dvc repro`` of any iteration (its lineage is data/trajectories, a DVC out).
+fact. The train stage reads it only through history/archive_manifest.json (``snapshot``,
+``read_snapshot`` below): the listed files of earlier nights, md5-checked, which retention
+never rewrites (it decides only the new night's tiers).
 
 Retention tiers (``retention:`` in params.yaml): ``sft`` keeps every row with reward >=
 ``sft_reward_threshold``; ``sample`` keeps ``sample_per_stratum`` rows of the rest per
