@@ -18,7 +18,9 @@ Departures from TRL's GRPOTrainer, on purpose:
   update (DAPO's dynamic sampling) instead of riding along with advantage 0.
 
 With ``train.rft`` (before / instead) the policy is first fine-tuned on the passing
-episodes (codeloop.train.rft); ``instead`` skips the GRPO update.
+episodes (codeloop.train.rft); ``instead`` skips the GRPO update. With
+``train.replay.fraction`` > 0 archived episodes of earlier nights join the update with
+truncated importance weights (codeloop.train.replay).
 """
 
 from __future__ import annotations
