@@ -27,6 +27,16 @@ of each of ``--heldout`` tasks, at evaluate.temperature and at the rollout tempe
 since the SFT policy; every seed is fixed, so a rerun gives the same rows. Row k's train
 reward is of the rollouts that row k's update trained on, i.e. of the policy after k-1
 iterations.
+
+Variants (issue 16, part 7; ``bench/learning_curve_variants.sh``): runs from one saved SFT
+policy (``--init``) with one cached iteration-0 evaluation (``--base-cache``) differ only
+in their params (``--set train.replay.fraction=0.5``, ``--steps 8``, ...), so they share
+held-out tasks, slices and seeds. Each appends its rows to ``--variants-out`` as they end
+(variant, pass@1 and pass@8 at T 0.2 and 1.0 with the paired change and its SE, exact
+KL(policy || SFT policy) per generated token on the iteration's rollout, wall time);
+``--table CSV`` prints each variant's last evaluated row. Every night's scored rows go to
+an in-process archive after train (retention params), which train reads for replay and
+``rft_source: archive``, as the stage reads data/archive.
 """
 
 from __future__ import annotations
