@@ -158,3 +158,16 @@ def test_the_draw_is_seeded():
     a = [t.trajectory_id for t, _ in draw(pool, 10, 0.3, seed=1)]
     assert a == [t.trajectory_id for t, _ in draw(list(reversed(pool)), 10, 0.3, seed=1)]
     assert len(a) == 4  # floor(0.3 / 0.7 x 10)
+
+
+def test_a_replay_weight_scales_its_tokens_loss():
+    import torch
+
+    from codeloop.train.grpo import grpo_loss
+
+    logps = torch.tensor([[-1.0, -2.0], [-1.5, -0.5]])
+    adv, mask = torch.tensor([1.0, -1.0]), torch.ones(2, 2)
+    w = torch.tensor([[1.0, 1.0], [0.5, 0.5]])  # the second row is replayed at weight 0.5
+    # On-policy at step 0: ratio 1, per-token loss -A; grpo = mean over rows of row means.
+    loss, _ = grpo_loss(logps, None, None, adv, mask, weights=w)
+    assert float(loss) == pytest.approx((-1.0 + 0.5 * 1.0) / 2)
