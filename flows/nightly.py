@@ -13,7 +13,9 @@ touched are restored and ``dvc checkout`` brings back the last good iteration's 
 nothing is promoted, committed or tagged.
 
 A promoted night also appends its scored trajectories to data/archive/ (retention
-applied, ``dvc add``ed and committed with the tag: codeloop.ops.archiving).
+applied, ``dvc add``ed and committed with the tag: codeloop.ops.archiving). Before the
+stages, history/archive_manifest.json (where tracked) is rewritten to the archive as pulled:
+the earlier nights train may read (replay, RFT), its dvc dep, committed with the promotion.
 
 Before the stages run, ``rollout.iteration`` (the bucket plan's and the sampling seed
 stream's position) is set to the next *night* number: one more than the committed value,
