@@ -330,12 +330,12 @@ class TrainConfig(_Section):
         description="Also save a checkpoint every N steps under checkpoints/; 0 = final only.",
     )
     rft: Literal["off", "before", "instead"] = Field(
-        "off", description="Fine-tune on passing episodes before or instead of GRPO (RFT)."
+        "before", description="Fine-tune on passing episodes before or instead of GRPO (RFT)."
     )
     rft_steps: int = Field(4, ge=0, description="RFT full-batch steps (codeloop.train.rft).")
     rft_lr: float = Field(1e-4, gt=0, le=1.0, description="RFT AdamW learning rate.")
     rft_source: Literal["current", "archive"] = Field(
-        "current",
+        "archive",
         description="RFT's episodes: tonight's scored trajectories, or those plus every "
         "retained passing episode of earlier nights in data/archive (history/archive_manifest.json).",
     )

@@ -23,7 +23,14 @@ def tiny_policy_dir(tmp_path_factory) -> Path:
 
 
 def _cfg(**replay) -> TrainConfig:
-    base = {"steps": 1, "lr": 1e-3, "micro_batch_size": 4, "grad_accum": 4, "beta": 0.0}
+    base = {
+        "steps": 1,
+        "lr": 1e-3,
+        "micro_batch_size": 4,
+        "grad_accum": 4,
+        "beta": 0.0,
+        "rft": "off",
+    }
     return TrainConfig(**base, replay=ReplayConfig(**replay))
 
 

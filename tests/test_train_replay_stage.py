@@ -29,7 +29,7 @@ from tests._tiny_policy import episode as _episode
 
 pytestmark = pytest.mark.slow
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TRAIN = {"steps": 1, "lr": 0.001, "micro_batch_size": 4, "grad_accum": 4, "beta": 0.0}
+TRAIN = {"steps": 1, "lr": 0.001, "micro_batch_size": 4, "grad_accum": 4, "beta": 0.0, "rft": "off"}
 
 
 def _night(policy, it: int) -> list:

@@ -70,6 +70,8 @@ def load_archived(
     if not wanted:
         return [], None
     manifest_path = root / MANIFEST
+    if not manifest_path.exists() and not archive.exists():
+        return [], {"files": 0, "iterations": [], "rows": 0, "manifest": None}  # no archive yet
     if not manifest_path.exists():
         raise FileNotFoundError(
             f"{manifest_path}: train.replay / rft_source archive read the archive through this "
