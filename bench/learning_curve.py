@@ -27,6 +27,16 @@ of each of ``--heldout`` tasks, at evaluate.temperature and at the rollout tempe
 since the SFT policy; every seed is fixed, so a rerun gives the same rows. Row k's train
 reward is of the rollouts that row k's update trained on, i.e. of the policy after k-1
 iterations.
+
+Variants (issue 16, part 7; ``bench/learning_curve_variants.sh``): runs from one saved SFT
+policy (``--init``) with one cached iteration-0 evaluation (``--base-cache``) differ only
+in their params (``--set train.replay.fraction=0.5``, ``--steps 8``, ...), so they share
+held-out tasks, slices and seeds. Each appends its rows to ``--variants-out`` as they end
+(variant, pass@1 and pass@8 at T 0.2 and 1.0 with the paired change and its SE, exact
+KL(policy || SFT policy) per generated token on the iteration's rollout, wall time);
+``--table CSV`` prints each variant's last evaluated row. Every night's scored rows go to
+an in-process archive after train (retention params), which train reads for replay and
+``rft_source: archive``, as the stage reads data/archive.
 """
 
 from __future__ import annotations
@@ -45,8 +55,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from codeloop.config import load_params  # noqa: E402
+from codeloop.data.archive import append_night, query  # noqa: E402
 from codeloop.data.generator import generate_tasks  # noqa: E402
-from codeloop.evaluate.metrics import evaluate_sets  # noqa: E402
+from codeloop.evaluate.metrics import evaluate_sets, pass_at_k  # noqa: E402
 from codeloop.policy.model import Policy, build_embedded  # noqa: E402
 from codeloop.policy.sft import run_sft  # noqa: E402
 from codeloop.rewards import score_trajectories  # noqa: E402
@@ -61,6 +72,14 @@ FIELDS = (
     "heldout_success_rate",
     "frac_reward_zero_std", "kl", "clip_ratio_region", "ratio_mean_first_step", "loss",
     "n_in_update", "seconds",
+)  # fmt: skip
+# --variants-out: one row per iteration and variant, appended as each iteration ends.
+VARIANT_FIELDS = (
+    "variant", "iteration", "train_reward_mean", "heldout_pass@1", "heldout_pass@1_se",
+    "heldout_delta", "heldout_delta_se", "heldout_pass@8", "heldout_hot_pass@1",
+    "heldout_hot_delta", "heldout_hot_delta_se", "heldout_hot_pass@8", "kl_to_sft", "kl",
+    "steps", "replay_share", "replay_ess_fraction", "replay_clipped_share", "rft_examples",
+    "seconds", "wall_s",
 )  # fmt: skip
 
 
@@ -95,6 +114,19 @@ def _args() -> argparse.Namespace:
         help="override any params key, e.g. --set train.loss_type=grpo (repeatable)",
     )  # fmt: skip
     ap.add_argument("--out", default="metrics/learning_curve.csv")
+    ap.add_argument("--variant", default="grpo", help="this run's name in --variants-out")
+    ap.add_argument("--variants-out", default="", help="append per-iteration rows here")
+    ap.add_argument(
+        "--eval-at", default="",
+        help="comma-separated iterations to evaluate (0 and the last always); default: all",
+    )  # fmt: skip
+    ap.add_argument("--kl-rows", type=int, default=64, help="rollout rows for kl_to_sft")
+    ap.add_argument(
+        "--base-cache", default="",
+        help="JSON of iteration 0's evaluation: reused when present (same --init and eval "
+        "flags), written otherwise; variants from one SFT policy then share one baseline",
+    )  # fmt: skip
+    ap.add_argument("--table", default="", help="print the comparison table of this CSV; exit")
     return ap.parse_args()
 
 
@@ -119,12 +151,18 @@ def _params(a: argparse.Namespace):
     p = p.model_copy(update=upd)
     for item in a.set:
         key, _, value = item.partition("=")
-        section, _, field = key.partition(".")
-        sec = getattr(p, section)
-        kind = type(getattr(sec, field))
-        val = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
-        p = p.model_copy(update={section: sec.model_copy(update={field: val})})
+        p = _set(p, key.split("."), value)
     return p
+
+
+def _set(model, keys: list[str], value: str):
+    """model with the (nested) field keys set to value, parsed as the field's type."""
+    if len(keys) > 1:
+        sub = getattr(model, keys[0])
+        return model.model_copy(update={keys[0]: _set(sub, keys[1:], value)})
+    kind = type(getattr(model, keys[0]))
+    val = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+    return model.model_copy(update={keys[0]: val})
 
 
 def _se(values: list[float]) -> float:
@@ -153,7 +191,10 @@ def _eval_row(policy, heldout, executor, p, base=None) -> dict:
         # are evaluated every iteration, so task difficulty cancels out of its SE.
         ref = base.get(suffix, rates)
         diffs = [rates[t] - ref[t] for t in rates]
+        n = ev.samples_per_task
+        at8 = [pass_at_k(n, round(r * n), 8) for r in rates.values()] if n >= 8 else []
         row.update({
+            f"heldout{suffix}_pass@8": sum(at8) / len(at8) if at8 else float("nan"),
             f"heldout{suffix}_pass@1": s["pass@1"],
             f"heldout{suffix}_pass@1_se": _se(list(rates.values())),
             f"heldout{suffix}_delta": sum(diffs) / len(diffs),
@@ -200,57 +241,132 @@ def _start_policy(a, p, train_tasks):
     return policy
 
 
+def _kl_to_sft(policy, sft, rows, n_rows: int) -> float:
+    """Mean exact KL(policy || SFT policy) over the vocabulary, per generated token.
+
+    Measured at the generated positions of this iteration's rollout (contexts the recent
+    policy visits), on the first n_rows by id; temperature 1, the models' own distributions.
+    """
+    import torch
+
+    rows = sorted((t for t in rows if sum(t.loss_mask[1:])), key=lambda t: t.trajectory_id)
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for t in rows[:n_rows]:
+            ids = torch.tensor([t.token_ids])
+            lp = torch.log_softmax(policy.model(input_ids=ids).logits[0, :-1].float(), -1)
+            lq = torch.log_softmax(sft.model(input_ids=ids).logits[0, :-1].float(), -1)
+            mask = torch.tensor(t.loss_mask[1:], dtype=torch.bool)
+            kl = (lp.exp() * (lp - lq)).sum(-1)[mask]  # (generated tokens,)
+            total, count = total + float(kl.sum()), count + int(mask.sum())
+    return total / max(1, count)
+
+
+def _base_row(a, policy, heldout, executor, p) -> dict:
+    """Iteration 0's row (the SFT policy's evaluation), from --base-cache when it is there."""
+    import json
+
+    cache = Path(a.base_cache) if a.base_cache else None
+    if cache and cache.exists():
+        row = json.loads(cache.read_text())
+        print(f"iteration 0 from {cache}")
+        return row
+    row = {"iteration": 0, **_eval_row(policy, heldout, executor, p), "kl_to_sft": 0.0}
+    if cache:
+        cache.write_text(json.dumps(row))
+    return row
+
+
+def _write_variant_row(path: str, variant: str, row: dict) -> None:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    new = not out.exists() or out.stat().st_size == 0
+    with open(out, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=VARIANT_FIELDS, extrasaction="ignore")
+        if new:
+            w.writeheader()
+        w.writerow({"variant": variant, **row})
+
+
+def _iterate(a, p, it, state, executor, heldout, by_id, base):
+    """One rollout -> score -> train (with the archive) -> evaluate iteration; its row."""
+    t0 = time.perf_counter()
+    rl_tasks, tmp = state["rl_tasks"], state["tmp"]
+    # --fixed-pool: the same tasks every iteration, so rewards compare like with like.
+    start = 0 if a.fixed_pool else (it - 1) * a.pool % len(rl_tasks)
+    pool = (rl_tasks + rl_tasks)[start : start + a.pool]
+    rcfg = p.rollout.model_copy(update={"seed": p.rollout.seed + it, "iteration": it})
+    trajs = run_rollout(
+        pool, state["policy"], executor, rcfg, timeout_s=p.sandbox.timeout_s,
+        dataset_version="learning-curve", iteration=it,
+    )  # fmt: skip
+    scored = score_trajectories(trajs, by_id, p.reward.version, executor)
+    archive = Path(tmp) / "archive"
+    archived = query(archive) if archive.exists() else []  # earlier nights, as the stage reads
+    nxt = Path(tmp) / f"iter-{it:04d}"
+    m = train_grpo(state["current"], scored, p.train, nxt, archived, it)
+    append_night(archive, scored, p.retention)  # as the nightly flow does after promotion
+    state["policy"], state["current"] = Policy.load(nxt), nxt
+    keys = ("frac_reward_zero_std", "kl", "clip_ratio_region", "ratio_mean_first_step")
+    extra = ("steps", "replay_share", "replay_ess_fraction", "replay_clipped_share")
+    row = {
+        "iteration": it,
+        **_train_row(scored),
+        **{k: m[k] for k in (*keys, "loss", "n_in_update")},
+        **{k: m.get(k, 0) for k in (*extra, "rft_examples")},
+        "kl_to_sft": _kl_to_sft(state["policy"], state["sft"], scored, a.kl_rows),
+    }
+    if it in state["eval_at"]:
+        row.update(_eval_row(state["policy"], heldout, executor, p, base))
+    row["seconds"] = round(time.perf_counter() - t0, 1)
+    return row
+
+
 def main() -> int:
     a = _args()
+    if a.table:
+        return _table(a.table)
     p = _params(a)
     tasks = generate_tasks(a.tasks + a.fresh, seed=0, max_depth=3)
     tasks, fresh = tasks[: a.tasks], tasks[a.tasks :]
     random.Random(1).shuffle(tasks)  # a held-out split with the corpus' depth mix
     heldout, train_tasks = tasks[: a.heldout], tasks[a.heldout :]
-    rl_tasks = fresh or train_tasks
     by_id = {t.task_id: t for t in train_tasks + fresh}
     executor = make_executor(p.sandbox)
-    rows = []
+    eval_at = {int(x) for x in a.eval_at.split(",") if x} or set(range(a.iterations + 1))
+    rows, t_start = [], time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         current = Path(tmp) / "iter-0000"
         policy = _start_policy(a, p, train_tasks)
         policy.save(current)
-        row = {"iteration": 0, **_eval_row(policy, heldout, executor, p)}
+        row = _base_row(a, policy, heldout, executor, p)
+        row["wall_s"] = round(time.perf_counter() - t_start, 1)
         base = row["_rates"]
         rows.append(row)
         print(_fmt(row), flush=True)
+        if a.variants_out:
+            _write_variant_row(a.variants_out, a.variant, row)
+        state = {"rl_tasks": fresh or train_tasks, "tmp": tmp, "policy": policy,
+                 "current": current, "sft": Policy.load(current),
+                 "eval_at": eval_at | {0, a.iterations}}  # fmt: skip
         for it in range(1, a.iterations + 1):
-            t0 = time.perf_counter()
-            # --fixed-pool: the same tasks every iteration, so rewards compare like with like.
-            start = 0 if a.fixed_pool else (it - 1) * a.pool % len(rl_tasks)
-            pool = (rl_tasks + rl_tasks)[start : start + a.pool]
-            rcfg = p.rollout.model_copy(update={"seed": p.rollout.seed + it, "iteration": it})
-            trajs = run_rollout(
-                pool, policy, executor, rcfg, timeout_s=p.sandbox.timeout_s,
-                dataset_version="learning-curve", iteration=it,
-            )  # fmt: skip
-            scored = score_trajectories(trajs, by_id, p.reward.version, executor)
-            nxt = Path(tmp) / f"iter-{it:04d}"
-            m = train_grpo(current, scored, p.train, nxt)
-            policy, current = Policy.load(nxt), nxt
-            keys = ("frac_reward_zero_std", "kl", "clip_ratio_region", "ratio_mean_first_step")
-            row = {
-                "iteration": it,
-                **_train_row(scored),
-                **{k: m[k] for k in (*keys, "loss", "n_in_update")},
-                **_eval_row(policy, heldout, executor, p, base),
-                "seconds": round(time.perf_counter() - t0, 1),
-            }
+            row = _iterate(a, p, it, state, executor, heldout, by_id, base)
+            row["wall_s"] = round(time.perf_counter() - t_start, 1)
             rows.append(row)
             print(_fmt(row), flush=True)
+            if a.variants_out:
+                _write_variant_row(a.variants_out, a.variant, row)
     executor.close()
+    if a.variants_out:  # a comparison run: the per-variant CSV is its output
+        return 0
+    evaluated = [r for r in rows if "heldout_pass@1" in r]
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    r0, r1 = rows[0], rows[-1]
+    r0, r1 = evaluated[0], evaluated[-1]
     print(
         f"held-out pass@1: {r0['heldout_pass@1']:.3f} +- {r0['heldout_pass@1_se']:.3f} (SFT) -> "
         f"{r1['heldout_pass@1']:.3f} +- {r1['heldout_pass@1_se']:.3f} after {a.iterations} "
@@ -265,9 +381,38 @@ def main() -> int:
         )
         print(
             f"train reward ({pool}): {rows[1]['train_reward_mean']:.3f} (SFT policy) -> "
-            f"{r1['train_reward_mean']:.3f} (policy of iteration {a.iterations - 1})"
+            f"{rows[-1]['train_reward_mean']:.3f} (policy of iteration {a.iterations - 1})"
         )
     print(f"wrote {out}")
+    return 0
+
+
+def _table(path: str) -> int:
+    """Each variant's last evaluated row: the comparison table, with the paired SE."""
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    last: dict[str, dict] = {}
+    for r in rows:
+        if r["heldout_pass@1"] and int(r["iteration"]) > 0:
+            last[r["variant"]] = r
+    base = next((r for r in rows if r["iteration"] == "0"), None)
+    if base:
+        print(f"SFT policy: T0.2 pass@1 {float(base['heldout_pass@1']):.3f}, "
+              f"pass@8 {base['heldout_pass@8']}, T1.0 pass@1 "
+              f"{float(base['heldout_hot_pass@1']):.3f}, pass@8 {base['heldout_hot_pass@8']}")  # fmt: skip
+    print("variant | iters | T0.2 pass@1 (change +- paired SE) | T0.2 pass@8 | "
+          "T1.0 pass@1 (change +- SE) | T1.0 pass@8 | KL to SFT | wall s | T0.2 change/SE")  # fmt: skip
+    for name, r in last.items():
+        f = {k: float(v) if v not in ("", None) else float("nan") for k, v in r.items()
+             if k not in ("variant",)}  # fmt: skip
+        print(
+            f"{name} | {r['iteration']} | {f['heldout_pass@1']:.3f} ({f['heldout_delta']:+.3f} "
+            f"+- {f['heldout_delta_se']:.3f}) | {f['heldout_pass@8']:.3f} | "
+            f"{f['heldout_hot_pass@1']:.3f} ({f['heldout_hot_delta']:+.3f} +- "
+            f"{f['heldout_hot_delta_se']:.3f}) | {f['heldout_hot_pass@8']:.3f} | "
+            f"{f['kl_to_sft']:.4f} | {f['wall_s']:.0f} | "
+            f"{f['heldout_delta'] / f['heldout_delta_se'] if f['heldout_delta_se'] else 0:+.1f}"
+        )
     return 0
 
 

@@ -233,6 +233,34 @@ class LoraConfig(_Section):
         return self
 
 
+class ReplayConfig(_Section):  # codeloop.train.replay
+    fraction: float = Field(
+        0.0,
+        ge=0,
+        le=0.9,
+        description="Share of the GRPO update's rows drawn from data/archive (earlier nights); "
+        "0 = off. n_replay = fraction / (1 - fraction) x tonight's rows, capped by what is there.",
+    )
+    max_age: int = Field(
+        3,
+        ge=1,
+        description="Replay only nights N-max_age .. N-1 (N = tonight's iteration): older "
+        "samplers are too far from the policy for a clipped weight to correct.",
+    )
+    clip: float = Field(
+        2.0,
+        ge=1.0,
+        description="Truncate the importance weight pi_start / pi_sampler at this value "
+        "(truncated IS, as TRL's vllm_importance_sampling_cap): bias for bounded variance.",
+    )
+    level: Literal["token", "sequence"] = Field(
+        "token",
+        description="token: one truncated weight per generated token (low variance); "
+        "sequence: the product over the episode's tokens, truncated once (unbiased "
+        "before truncation, but its ESS collapses once the sampler is a night old).",
+    )
+
+
 class TrainConfig(_Section):
     steps: int = Field(2, ge=0, description="Optimizer steps per iteration.")
     lr: float = Field(2e-4, gt=0, le=1.0, description="AdamW learning rate.")
@@ -269,10 +297,18 @@ class TrainConfig(_Section):
         description="Also save a checkpoint every N steps under checkpoints/; 0 = final only.",
     )
     rft: Literal["off", "before", "instead"] = Field(
-        "off", description="Fine-tune on passing episodes before or instead of GRPO (RFT)."
+        "before", description="Fine-tune on passing episodes before or instead of GRPO (RFT)."
     )
     rft_steps: int = Field(4, ge=0, description="RFT full-batch steps (codeloop.train.rft).")
     rft_lr: float = Field(1e-4, gt=0, le=1.0, description="RFT AdamW learning rate.")
+    rft_source: Literal["current", "archive"] = Field(
+        "archive",
+        description="RFT's episodes: tonight's scored trajectories, or those plus every "
+        "retained passing episode of earlier nights in data/archive (history/archive_manifest.json).",
+    )
+    replay: ReplayConfig = Field(
+        default_factory=ReplayConfig, description="Archived episodes mixed into the update."
+    )
     keep_optimizer_state: bool = Field(
         True,
         description="Carry AdamW's moments across iterations: the candidate gets optimizer.pt "

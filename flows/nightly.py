@@ -13,7 +13,9 @@ touched are restored and ``dvc checkout`` brings back the last good iteration's 
 nothing is promoted, committed or tagged.
 
 A promoted night also appends its scored trajectories to data/archive/ (retention
-applied, ``dvc add``ed and committed with the tag: codeloop.ops.archiving).
+applied, ``dvc add``ed and committed with the tag: codeloop.ops.archiving). Before the
+stages, history/archive_manifest.json (where tracked) is rewritten to the archive as pulled:
+the earlier nights train may read (replay, RFT), its dvc dep, committed with the promotion.
 
 Before the stages run, ``rollout.iteration`` (the bucket plan's and the sampling seed
 stream's position) is set to the next *night* number: one more than the committed value,
@@ -38,6 +40,7 @@ from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from codeloop.config import load_params
+from codeloop.data.archive import MANIFEST, snapshot
 from codeloop.evaluate.gate import promote, set_param
 from codeloop.evaluate.history import pass_rates_from_trajectories, read_iterations, tag_for
 from codeloop.io import read_json, read_trajectories, write_json
@@ -152,10 +155,21 @@ def archive(repo: str) -> tuple[list[str], dict[str, Any] | None]:
 
 
 @task
+def snapshot_archive(repo: str) -> None:
+    """Pin the archive train may read tonight (history/archive_manifest.json, train's dvc
+    dep), where the project tracks that file; committed with the promotion."""
+    path = Path(repo) / MANIFEST
+    if path.exists():
+        write_json(path, snapshot(Paths(Path(repo)).archive_dir))
+
+
+@task
 def commit_and_tag(repo: str, files: list[str], row: dict[str, Any]) -> str:
     tag = tag_for(int(row["iteration"]))
     paths = [
-        p for p in ("dvc.lock", "metrics", "data/.gitignore", *files) if (Path(repo) / p).exists()
+        p
+        for p in ("dvc.lock", "metrics", "data/.gitignore", MANIFEST, *files)
+        if (Path(repo) / p).exists()
     ]
     git(repo, "add", "--", *paths)
     p1 = ", ".join(f"{k}={v:.4f}" for k, v in row["pass_at_1"].items())
@@ -197,6 +211,7 @@ def nightly(repo: str = ".", pull: bool = True, push: bool = True) -> dict[str, 
             dvc_pull(repo)
         try:
             night = bump_iteration(repo)
+            snapshot_archive(repo)
             for stage in stage_order(Path(repo)):
                 repro_stage.with_options(task_run_name=f"repro_stage[{stage}]")(repo, stage)
             verdict = gate(repo)

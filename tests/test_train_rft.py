@@ -85,5 +85,5 @@ def test_rft_before_grpo_still_runs_the_grpo_update(tiny_policy_dir, tmp_path):
 
 def test_without_rft_the_summary_has_no_rft_metrics(tiny_policy_dir, tmp_path):
     policy = Policy.load(tiny_policy_dir)
-    m = train_grpo(tiny_policy_dir, _batch(policy), _cfg(), tmp_path / "c")
+    m = train_grpo(tiny_policy_dir, _batch(policy), _cfg(rft="off"), tmp_path / "c")
     assert not any(k.startswith("rft_") for k in m)

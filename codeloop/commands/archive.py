@@ -1,4 +1,7 @@
-"""`codeloop archive query`: episodes from the trajectory archive (data/archive/).
+"""`codeloop archive query|snapshot`: the trajectory archive (data/archive/).
+
+``snapshot`` writes history/archive_manifest.json (the archive's part files and md5s: what
+the train stage reads for replay / RFT, its dvc dep); the nightly flow writes it itself.
 
 Prints one JSON line per episode (trajectory_id, task_id, iteration, reward_fn_version,
 reward, terminal_reason, final_code), or with ``--count`` only how many matched.
@@ -22,9 +25,27 @@ def add_arguments(p) -> None:
     q.add_argument("--reward-version", help="only rows scored under this reward version")
     q.add_argument("--passing", action="store_true", help="only episodes that passed all tests")
     q.add_argument("--count", action="store_true", help="print the number of matches only")
+    s = sub.add_parser("snapshot", help="write history/archive_manifest.json for the train stage")
+    s.add_argument("--root", default=".", help="workspace root")
+
+
+def _snapshot(args) -> int:
+    from pathlib import Path
+
+    from codeloop.data.archive import MANIFEST, snapshot
+    from codeloop.io import write_json
+    from codeloop.paths import Paths
+
+    root = Path(args.root)
+    manifest = snapshot(Paths(root).archive_dir)
+    write_json(root / MANIFEST, manifest)
+    print(f"{root / MANIFEST}: {len(manifest['files'])} part files")
+    return 0
 
 
 def run(args) -> int:
+    if args.archive_command == "snapshot":
+        return _snapshot(args)
     from codeloop.data.archive import query
 
     try:

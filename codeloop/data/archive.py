@@ -13,8 +13,9 @@ pandas and ``datasets`` restore from the directory names::
 Append-only: a night writes its own partition and never rewrites an older one, so each
 DVC version of the archive (``data/archive.dvc``, committed with the promotion) shares
 every earlier file in the cache, and no promoted iteration's data ever changes after the
-fact. The archive is no stage's dependency: dropping rows from it cannot break the
-``dvc repro`` of any iteration (its lineage is data/trajectories, a DVC out).
+fact. The train stage reads it only through history/archive_manifest.json (``snapshot``,
+``read_snapshot`` below): the listed files of earlier nights, md5-checked, which retention
+never rewrites (it decides only the new night's tiers).
 
 Retention tiers (``retention:`` in params.yaml): ``sft`` keeps every row with reward >=
 ``sft_reward_threshold``; ``sample`` keeps ``sample_per_stratum`` rows of the rest per
@@ -158,13 +159,20 @@ def remove_night(archive: str | os.PathLike, iteration: int) -> None:
     shutil.rmtree(Path(archive) / f"iteration={iteration}", ignore_errors=True)
 
 
-def read_table(archive: str | os.PathLike, filters=None) -> pa.Table:
-    """The archive (or the rows matching pyarrow ``filters``) as one table."""
+def part_files(archive: str | os.PathLike) -> list[Path]:
+    """The archive's own part files, sorted (a stray file in the folder is not an episode)."""
+    return sorted(Path(archive).glob("iteration=*/reward_fn_version=*/part-*.parquet"))
+
+
+def read_table(archive: str | os.PathLike, filters=None, files=None) -> pa.Table:
+    """The archive (or the rows matching pyarrow ``filters``) as one table.
+
+    ``files`` (paths under ``archive``) restricts the read to those part files.
+    """
     archive = Path(archive)
     if not archive.exists():
         raise FileNotFoundError(f"trajectory archive not found: {archive}")
-    # Only the archive's own part files: a stray file in the folder is not an episode.
-    files = sorted(str(f) for f in archive.glob("iteration=*/reward_fn_version=*/part-*.parquet"))
+    files = [str(f) for f in (part_files(archive) if files is None else files)]
     for f in files:  # an unreadable part is named, not a pyarrow traceback
         try:
             pq.read_metadata(f)
@@ -199,7 +207,70 @@ def query(
         filters.append(("reward_fn_version", "=", reward_version))
     if passing:
         filters.append(("terminal_reason", "=", "all_tests_passed"))
-    rows = read_table(archive, filters or None).to_pylist()
+    return _trajectories(read_table(archive, filters or None))
+
+
+def _trajectories(table: pa.Table) -> list[Trajectory]:
     # Nulls are columns an older file lacks: the dataclass default stands for them.
+    rows = table.to_pylist()
     out = [Trajectory.from_row({k: v for k, v in r.items() if v is not None}) for r in rows]
     return sorted(out, key=lambda t: (t.iteration, t.trajectory_id))
+
+
+# ---------------------------------------------------------------- snapshot (train's dvc dep)
+# The train stage reads the archive through a manifest (history/archive_manifest.json, git
+# tracked): the part files of every promoted night with their md5, written by the nightly
+# flow before the stages run. dvc.lock pins the manifest, not data/archive, because the
+# promotion appends tonight's partition to data/archive *after* train read it: a dep on the
+# folder would be stale in the very commit that promoted the night. The manifest never
+# changes after train read it, and a later archive only adds files, so `dvc repro` of a
+# promoted commit reads the same rows (their md5 checked) from any later archive.
+MANIFEST = "history/archive_manifest.json"
+
+
+def _md5(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.md5()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def snapshot(archive: str | os.PathLike) -> dict[str, Any]:
+    """The manifest of the archive as it stands: every part file, its iteration, md5, rows."""
+    archive = Path(archive)
+    files = []
+    for f in part_files(archive) if archive.exists() else []:
+        it = int(f.parent.parent.name.split("=", 1)[1])
+        rows = pq.read_metadata(f).num_rows
+        files.append({"path": f.relative_to(archive).as_posix(), "iteration": it, "rows": rows})
+        files[-1]["md5"] = _md5(f)
+    return {"archive": ARCHIVE_DIR_NAME, "files": files}
+
+
+ARCHIVE_DIR_NAME = "data/archive"
+
+
+def read_snapshot(
+    archive: str | os.PathLike, manifest: dict[str, Any], since: int, before: int
+) -> tuple[list[Trajectory], dict[str, Any]]:
+    """Rows of the manifest's files with since <= iteration < before, md5-checked.
+
+    A listed file that is missing or changed raises naming it: the night that read it
+    could no longer be reproduced, which retention promises never happens.
+    """
+    archive = Path(archive)
+    picked = [e for e in manifest.get("files", []) if since <= int(e["iteration"]) < before]
+    for e in picked:
+        path = archive / e["path"]
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: listed in the archive manifest but missing")
+        if _md5(path) != e["md5"]:
+            raise ValueError(f"{path}: md5 differs from the archive manifest's {e['md5']}")
+    info = {"files": len(picked), "iterations": sorted({int(e["iteration"]) for e in picked})}
+    if not picked:
+        return [], {**info, "rows": 0}
+    trajs = _trajectories(read_table(archive, files=[archive / e["path"] for e in picked]))
+    return trajs, {**info, "rows": len(trajs)}

@@ -6,8 +6,9 @@ it (``persist: true`` keeps them, but then `dvc repro` of an old commit appends 
 whatever archive is checked out, and the out's hash depends on the order nights ran).
 Instead, like models/iter-NNNN, the nightly flow appends after the gate promoted the
 night and commits ``data/archive.dvc`` with the tag: each promoted commit pins the archive
-as of that night, no stage depends on it (no cycle), and `dvc repro` of any iteration
-never reads it. Refused and failed nights are restored before this runs, so only
+as of that night, no stage writes it (no cycle); train reads it only through
+history/archive_manifest.json (codeloop.data.archive), so `dvc repro` of any iteration reads
+the same rows. Refused and failed nights are restored before this runs, so only
 promoted nights are archived.
 """
 

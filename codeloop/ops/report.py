@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from codeloop.evaluate.history import ITERATIONS_CSV, make_row, read_iterations
-from codeloop.paths import METRICS_DIR, METRICS_FILES
+from codeloop.paths import ARCHIVE_DIR, ARCHIVE_METRICS, METRICS_DIR, METRICS_FILES
 
 # stage -> its metrics file (policy_init writes none), from the one paths module
 METRICS = {stage: f"{METRICS_DIR}/{name}" for stage, name in METRICS_FILES.items()}
@@ -106,7 +106,39 @@ def _critic(m: dict) -> dict[str, Any]:
 
 def _train(m: dict) -> dict[str, Any]:
     keys = ("steps", "loss", "kl", "reward_mean", "grad_norm", "n_used", "preflight")
-    return {k: m.get(k) for k in keys}
+    replay = ("replay_rows", "replay_share", "replay_ess_fraction", "replay_clipped_share")
+    rft = ("rft_mode", "rft_source", "rft_examples")
+    return {k: m.get(k) for k in (*keys, *replay, *rft)}
+
+
+def _archive(root: Path) -> dict[str, Any] | None:
+    """data/archive's rows per (iteration, reward version) and size, from the Parquet
+    footers (no row is read), and the last archived night's retention counts."""
+    import pyarrow.parquet as pq
+
+    from codeloop.data.archive import part_files
+
+    last = _read(root / ARCHIVE_METRICS)
+    files = part_files(root / ARCHIVE_DIR)
+    if last is None and not files:
+        return None
+    rows: dict[str, dict[str, int]] = {}
+    for f in files:
+        it = f.parent.parent.name.split("=", 1)[1]
+        version = f.parent.name.split("=", 1)[1]
+        try:
+            n = pq.read_metadata(f).num_rows
+        except Exception as exc:  # pyarrow raises several kinds for a damaged footer
+            raise ValueError(f"{f}: not a readable archive part: {exc}") from None
+        per = rows.setdefault(it, {})
+        per[version] = per.get(version, 0) + n
+    keys = ("kept_sft", "kept_sample", "archived_rest", "stripped", "dropped", "infra")
+    return {
+        "rows": dict(sorted(rows.items(), key=lambda kv: int(kv[0]))),
+        "total_rows": sum(n for per in rows.values() for n in per.values()),
+        "bytes": sum(f.stat().st_size for f in files),
+        "last_night": {k: last.get(k) for k in (*keys, "iterations")} if last else None,
+    }
 
 
 def _evaluate(m: dict) -> dict[str, Any]:
@@ -195,6 +227,7 @@ def build_report(root: str | Path = ".") -> dict[str, Any]:
     stages = {s: (HEADLINES[s](m) if m is not None else None) for s, m in raw.items()}
     return {
         "stages": stages,
+        "archive": _archive(root),
         "since_promoted": _since_promoted(root, raw["evaluate"], raw["score"]),
     }
 
@@ -241,21 +274,54 @@ def _lines(stage: str, h: dict) -> str:
             f"accuracy {_f(h['holdout_accuracy'])}"
         )
     if stage == "train":
-        return (
+        line = (
             f"{h['steps']} steps, loss {_f(h['loss'], 4)}, KL {_f(h['kl'], 4)}, reward mean "
             f"{_f(h['reward_mean'])}, {h['n_used']} trajectories used, "
             f"preflight {h['preflight']}"
         )
+        if h.get("replay_rows") is not None:
+            line += (
+                f"\n{'':12}replay: {h['replay_rows']} archived rows, share "
+                f"{_f(h['replay_share'])}, ESS fraction {_f(h['replay_ess_fraction'])}, "
+                f"clipped {_f(h['replay_clipped_share'])}"
+            )
+        if h.get("rft_mode") is not None:
+            line += f"\n{'':12}RFT {h['rft_mode']} ({h['rft_source'] or 'current'}): "
+            line += f"{h['rft_examples']} examples"
+        return line
     sets = ", ".join(f"{n} {_f(s['pass@1'])} ({s['n_tasks']} tasks)" for n, s in h["sets"].items())
     infra = sum(int(s["infra_errors"] or 0) for s in h["sets"].values())
     return f"iteration {h['iteration']}: frozen pass@1 {sets or '-'}; {infra} infra errors"
 
 
+def _archive_lines(a: dict[str, Any]) -> list[str]:
+    per = "; ".join(
+        f"{it}: " + ", ".join(f"{v} {n}" for v, n in sorted(vs.items()))
+        for it, vs in a["rows"].items()
+    )
+    out = [
+        f"  {'archive':<9} {a['total_rows']} rows in {len(a['rows'])} nights, "
+        f"{a['bytes'] / 2**20:.2f} MiB (rows per iteration: {per or '-'})"
+    ]
+    last = a["last_night"]
+    if last:
+        its = ",".join(str(i) for i in last.get("iterations") or []) or "?"
+        out.append(
+            f"{'':12}night {its}: kept {last['kept_sft']} sft + {last['kept_sample']} sample, "
+            f"archived {last['archived_rest']} rest, stripped {last['stripped']}, "
+            f"dropped {last['dropped']}, infra {last['infra']} (never kept)"
+        )
+    return out
+
+
 def render(report: dict[str, Any]) -> str:
-    """The report as text: one line per stage, the gate, the change since promotion."""
+    """The report as text: one line per stage, the archive, the gate, the change since
+    promotion."""
     out = ["codeloop report"]
     for stage, h in report["stages"].items():
         out.append(f"  {stage:<9} {_lines(stage, h) if h else 'not run (no metrics file)'}")
+    if report.get("archive"):
+        out += _archive_lines(report["archive"])
     ev = report["stages"].get("evaluate")
     if ev and ev["promote"] is not None:
         out.append(f"  {'gate':<9} {'PROMOTE' if ev['promote'] else 'REFUSE'}")

@@ -7,6 +7,11 @@ hash; the per-step log in train_history.jsonl) and metrics/train.json (DVC metri
 kl, clip ratios, entropy, completion lengths, reward mean/std, frac_reward_zero_std,
 world_size).
 
+With ``train.replay.fraction > 0`` or ``train.rft_source: archive`` it also reads the
+archived rows of earlier nights listed in history/archive_manifest.json (the stage's dvc
+dep, written by the nightly flow before the stages: codeloop.data.archive), md5-checked,
+and records what it read in metrics/train.json (``archive_read``).
+
 Multi-process / multi-GPU (DDP, gloo on CPU) enters here too, under a launcher that sets
 WORLD_SIZE, RANK, ...; only rank 0 writes (see codeloop.train.distributed):
 
@@ -22,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from codeloop.config import ConfigError, Params, load_params
-from codeloop.io import read_trajectories, write_json, write_jsonl
+from codeloop.data.archive import MANIFEST, read_snapshot
+from codeloop.io import read_json, read_trajectories, write_json, write_jsonl
 from codeloop.ops.preflight import run_preflight
 from codeloop.paths import Paths
 from codeloop.schema import Trajectory
@@ -55,6 +61,30 @@ def load_scored(path: Path) -> list[Trajectory]:
     return trajs
 
 
+def load_archived(
+    params: Params, root: Path, archive: Path, iteration: int
+) -> tuple[list[Trajectory], dict[str, Any] | None]:
+    """Earlier nights' archived rows that replay / RFT may use, and what was read (or None)."""
+    cfg = params.train
+    wanted = cfg.replay.fraction > 0 or (cfg.rft != "off" and cfg.rft_source == "archive")
+    if not wanted:
+        return [], None
+    manifest_path = root / MANIFEST
+    if not manifest_path.exists() and not archive.exists():
+        return [], {"files": 0, "iterations": [], "rows": 0, "manifest": None}  # no archive yet
+    if not manifest_path.exists():
+        raise FileNotFoundError(
+            f"{manifest_path}: train.replay / rft_source archive read the archive through this "
+            "manifest; write it with `codeloop archive snapshot`"
+        )
+    since = iteration - cfg.replay.max_age if cfg.replay.fraction > 0 else 0
+    if cfg.rft != "off" and cfg.rft_source == "archive":
+        since = 0  # RFT reads every earlier night's passing episodes
+    rows, info = read_snapshot(archive, read_json(manifest_path), since, iteration)
+    log.info("archive: %d rows of iterations %s", info["rows"], info["iterations"])
+    return rows, {**info, "manifest": MANIFEST}
+
+
 def _log_summary(m: dict[str, Any]) -> None:
     for row in m["history"]:
         log.info(
@@ -79,12 +109,17 @@ def run(
     trajectories = step(load_scored, paths.trajectories_dir)
     out_dir = paths.candidate_model
     policy_dir = paths.checkpoint(params.policy.checkpoint)
-    result = step(train_grpo, str(policy_dir), trajectories, params.train, str(out_dir))
+    iteration = max((t.iteration for t in trajectories), default=0)
+    archived, read = step(load_archived, params, paths.root, paths.archive_dir, iteration)
+    result = step(
+        train_grpo, str(policy_dir), trajectories, params.train, str(out_dir), archived, iteration
+    )
     _log_summary(result)
     history = result.pop("history")
     metrics = {
         **result,
         "preflight": "ok" if preflight else "skipped",
+        "archive_read": read,
         "world_size": ddp.world_size(),
     }
     if ddp.is_main():

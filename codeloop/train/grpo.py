@@ -137,6 +137,7 @@ def grpo_loss(
     num_items: float | torch.Tensor | None = None,
     accum_steps: int = 1,
     kl_ratio_correction: bool = True,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped GRPO surrogate with k3 KL, normalised as TRL's ``loss_type`` does.
 
@@ -148,7 +149,9 @@ def grpo_loss(
     ``num_items`` (dapo) is the loss-token count of the whole accumulation window
     (default: this micro-batch's). ``accum_steps`` divides grpo/bnpo/dr_grpo as TRL does
     under gradient accumulation. ``kl_ratio_correction`` weights k3 by the ratio (TRL's
-    ``use_bias_correction_kl``, default on). Returns (loss, stats): kl, ratio_mean, clip_ratio_low,
+    ``use_bias_correction_kl``, default on). ``weights`` (B, T), detached: off-policy
+    importance weights multiplying each token's loss (replay, codeloop.train.replay);
+    None = 1 everywhere. Returns (loss, stats): kl, ratio_mean, clip_ratio_low,
     clip_ratio_high, clip_ratio_region (masked token means) and policy_loss.
     """
     if loss_type not in LOSS_TYPES:
@@ -171,6 +174,8 @@ def grpo_loss(
         if kl_ratio_correction:
             per_token_kl = per_token_kl * coef_1  # (B, T) importance-weighted: unbiased gradient
         per_token_loss = per_token_loss + beta * per_token_kl
+    if weights is not None:  # replayed rows: the sample came from an older policy
+        per_token_loss = per_token_loss * weights.to(logps.dtype)
 
     masked = per_token_loss * mask  # (B, T)
     if loss_type == "grpo":

@@ -18,7 +18,9 @@ Departures from TRL's GRPOTrainer, on purpose:
   update (DAPO's dynamic sampling) instead of riding along with advantage 0.
 
 With ``train.rft`` (before / instead) the policy is first fine-tuned on the passing
-episodes (codeloop.train.rft); ``instead`` skips the GRPO update.
+episodes (codeloop.train.rft); ``instead`` skips the GRPO update. With
+``train.replay.fraction`` > 0 archived episodes of earlier nights join the update with
+truncated importance weights (codeloop.train.replay).
 """
 
 from __future__ import annotations
@@ -26,9 +28,7 @@ from __future__ import annotations
 import copy
 import math
 import os
-import pickle
 import random
-import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -44,13 +44,13 @@ from codeloop.policy.lora import (
     is_quantized,
     training_quantize,
 )
-from codeloop.policy.model import VERSION_FILE, Policy
+from codeloop.policy.model import Policy
 from codeloop.schema import Trajectory
 from codeloop.train import distributed as ddp
+from codeloop.train.checkpoint import OPT_FILE, load_opt_state, peak_memory_mb, prepare_out
 from codeloop.train.grpo import group_advantages_by_key, grpo_loss, token_logps
+from codeloop.train.replay import add_replay, scorable
 from codeloop.train.rft import run_rft
-
-OPT_FILE = "optimizer.pt"  # AdamW state beside a checkpoint (train.keep_optimizer_state)
 
 # ---------------------------------------------------------------- data
 
@@ -85,8 +85,14 @@ def select_trajectories(
     return keep, excluded
 
 
-def collate(batch: list[Trajectory], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded tensors; targets are shifted by one (token t is scored from t-1)."""
+def collate(
+    batch: list[Trajectory], pad_id: int, weights: dict[str, list[float]] | None = None
+) -> dict[str, torch.Tensor]:
+    """Right-padded tensors; targets are shifted by one (token t is scored from t-1).
+
+    ``weights`` (replayed rows' per-position importance weights by trajectory_id) adds
+    "weights" (B, L-1), 1.0 for every row it does not name.
+    """
     length = max(len(t.token_ids) for t in batch)
     ids = torch.full((len(batch), length), pad_id, dtype=torch.long)  # (B, L)
     attn = torch.zeros((len(batch), length), dtype=torch.long)  # (B, L)
@@ -99,7 +105,15 @@ def collate(batch: list[Trajectory], pad_id: int) -> dict[str, torch.Tensor]:
         mask[i, :n] = torch.tensor(t.loss_mask, dtype=torch.float32)
         old[i, :n] = torch.tensor(t.sample_logprobs, dtype=torch.float32)
     temps = torch.tensor([t.metadata.temperature or 1.0 for t in batch], dtype=torch.float32)
+    out = {}
+    if weights and any(t.trajectory_id in weights for t in batch):
+        w = torch.ones((len(batch), length), dtype=torch.float32)  # (B, L)
+        for i, t in enumerate(batch):
+            if t.trajectory_id in weights:
+                w[i, : len(t.token_ids)] = torch.tensor(weights[t.trajectory_id])
+        out["weights"] = w[:, 1:]  # (B, L-1)
     return {
+        **out,
         "input_ids": ids,
         "attention_mask": attn,
         "targets": ids[:, 1:],  # (B, L-1)
@@ -205,6 +219,19 @@ class GRPOUpdater:
                 group.update(lr=cfg.lr, weight_decay=cfg.weight_decay)
         tok = policy.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+        self.weights: dict[str, list[float]] = {}  # replayed rows' (codeloop.train.replay)
+
+    @torch.no_grad()
+    def start_logps(self, rows: list[Trajectory]) -> list[list[float]]:
+        """The policy's log-prob of every token position of each row, as it stands now."""
+        out = []
+        for i in range(0, len(rows), self.cfg.micro_batch_size):
+            batch = rows[i : i + self.cfg.micro_batch_size]
+            mb = ddp.to_device(collate(batch, self.pad_id), self.device)
+            with self._autocast():
+                lps = _forward_logps(self.peft, mb)[0].float().cpu()  # (B, L-1)
+            out.extend([0.0, *lps[j, : len(t.token_ids) - 1].tolist()] for j, t in enumerate(batch))
+        return out
 
     def step(self, window: list[list[tuple[Trajectory, float]]], longest: int) -> dict:
         """One optimizer step over grad_accum micro-batches of (trajectory, advantage)."""
@@ -216,7 +243,8 @@ class GRPOUpdater:
         self.opt.zero_grad(set_to_none=True)
         for mb_items in window:
             mb_items, weight = ddp.shard(mb_items, cfg.loss_type)  # (all rows, 1.0) alone
-            mb = ddp.to_device(collate([t for t, _ in mb_items], self.pad_id), self.device)
+            mb = collate([t for t, _ in mb_items], self.pad_id, self.weights)
+            mb = ddp.to_device(mb, self.device)
             advantages = torch.tensor([a for _, a in mb_items], dtype=torch.float32)  # (B,)
             advantages = advantages.to(self.device)
             with self._autocast():
@@ -236,6 +264,7 @@ class GRPOUpdater:
                 num_items=num_items,
                 accum_steps=len(window),
                 kl_ratio_correction=cfg.kl_ratio_correction,
+                weights=mb.get("weights"),
             )
             (loss * weight).backward()
             m = mb["mask"]
@@ -286,58 +315,9 @@ class GRPOUpdater:
         return history
 
 
-def peak_memory_mb(device: torch.device) -> float:
-    """Peak memory so far: CUDA's allocator peak on a GPU, the process's peak RSS on CPU."""
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
 def _mean(rows: list[dict], key: str) -> float:
     vals = [r[key] for r in rows if key in r and not math.isnan(r[key])]
     return sum(vals) / len(vals) if vals else 0.0
-
-
-def load_opt_state(policy_dir, model) -> dict | None:
-    """The AdamW state the previous iteration saved beside this policy, or None.
-
-    A state whose tensors do not fit the model (another architecture) is refused with
-    the file named: resuming it would fail later with a shape error inside AdamW.
-    """
-    path = Path(policy_dir) / OPT_FILE
-    if not path.exists():
-        return None
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError) as exc:
-        raise ValueError(
-            f"{path}: unreadable optimizer state ({exc}); delete it to start fresh"
-        ) from exc
-    if not isinstance(state, dict):
-        raise ValueError(f"{path}: not an optimizer state dict; delete it to start fresh")
-    shapes = [tuple(p.shape) for p in model.parameters() if p.requires_grad]
-    saved = state.get("state", {})
-    for idx, entry in saved.items():
-        avg = entry.get("exp_avg")
-        if idx >= len(shapes) or avg is None or tuple(avg.shape) != shapes[idx]:
-            raise ValueError(
-                f"{path}: optimizer state does not match the model in {policy_dir} "
-                f"(parameter {idx}); delete the file to start a fresh optimizer"
-            )
-    return state
-
-
-def _prepare_out(out_dir) -> None:
-    """Empty a previous candidate; refuse to wipe a directory that is not a checkpoint."""
-    out = Path(out_dir)
-    if out.exists() and any(out.iterdir()):
-        if not (out / VERSION_FILE).exists():
-            raise FileExistsError(
-                f"{out} exists, is not empty and holds no {VERSION_FILE}: not overwriting it"
-            )
-        shutil.rmtree(out)
 
 
 def train_grpo(
@@ -345,11 +325,15 @@ def train_grpo(
     trajectories: list[Trajectory],
     cfg: TrainConfig,
     out_dir: str | os.PathLike,
+    archived: list[Trajectory] | None = None,
+    iteration: int | None = None,
 ) -> dict[str, Any]:
     """Run one GRPO iteration on scored trajectories; save the candidate to out_dir.
 
+    ``archived``: rows of earlier nights (data/archive) for ``train.replay`` and
+    ``train.rft_source: archive``; ``iteration`` is tonight's (default: the newest row's).
     Returns the summary (loss, kl, clip ratios, entropy, completion lengths, reward
-    mean/std, frac_reward_zero_std, model_version, ...) plus a per-step ``history``.
+    mean/std, frac_reward_zero_std, model_version, replay_* ...) plus a per-step ``history``.
     """
     t_start = time.perf_counter()
     torch.manual_seed(cfg.seed)
@@ -357,18 +341,26 @@ def train_grpo(
     if cfg.lora.r or is_peft(policy.model):  # an adapter checkpoint keeps training its adapter
         enable_lora(policy, cfg.lora, base_dir=policy_dir)
     items, summary = prepare_batch(trajectories, cfg, policy.max_context)
+    archived = archived or []
+    if iteration is None:
+        iteration = max((t.iteration for t in trajectories), default=0)
     if cfg.rft != "off":  # rejection-sampling fine-tuning first (codeloop.train.rft)
-        summary.update(run_rft(policy, trajectories, cfg))
+        earlier = scorable(archived, policy, iteration) if cfg.rft_source == "archive" else []
+        summary.update(run_rft(policy, trajectories + earlier, cfg))
+        summary["rft_source"] = cfg.rft_source
         if cfg.rft == "instead":
             items = []
     if ddp.is_main():
-        _prepare_out(out_dir)
+        prepare_out(out_dir)
     summary["policy_version"] = policy.model_version
     # A full model's AdamW state cannot resume an adapter's (nor the reverse): start fresh.
     resumable = cfg.keep_optimizer_state and is_adapter_dir(policy_dir) == is_peft(policy.model)
     opt_state = load_opt_state(policy_dir, policy.model) if resumable else None
     summary["optimizer_resumed"] = opt_state is not None
     updater = GRPOUpdater(policy, cfg, opt_state)
+    if cfg.replay.fraction > 0 and items:  # pi_start is the policy after RFT, if any
+        items, replay_stats = add_replay(updater, items, archived, iteration)
+        summary.update(replay_stats)
     history = updater.fit(items, out_dir, seed=cfg.seed)
     summary["model_version"] = ddp.save_on_main(policy, out_dir)
     if cfg.keep_optimizer_state and ddp.is_main():
