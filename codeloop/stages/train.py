@@ -79,7 +79,10 @@ def run(
     trajectories = step(load_scored, paths.trajectories_dir)
     out_dir = paths.candidate_model
     policy_dir = paths.checkpoint(params.policy.checkpoint)
-    result = step(train_grpo, str(policy_dir), trajectories, params.train, str(out_dir))
+    result = step(
+        train_grpo, str(policy_dir), trajectories, params.train, str(out_dir),
+        device=params.policy.device,
+    )  # fmt: skip
     _log_summary(result)
     history = result.pop("history")
     metrics = {
