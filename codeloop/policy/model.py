@@ -131,7 +131,7 @@ class Policy:
 
         set_threads()
         extra = load_kwargs(quantize or "none")
-        if extra and dev is not None and dev.type == "cuda":  # bnb quantizes as it places
+        if extra and dev is not None:  # bitsandbytes quantizes as it places, on dev
             extra["device_map"] = {"": dev}
         with _LOAD_LOCK:  # the lazy transformers import is not thread-safe either
             from transformers import AutoModelForCausalLM, AutoTokenizer
