@@ -22,6 +22,14 @@ class PolicyConfig(_Section):
     checkpoint: str = Field(
         "models/init", description="Policy directory used by rollout (promoted by nightly)."
     )
+    device: str = Field(
+        "auto",
+        pattern=r"^(auto|cpu|cuda(:\d+)?)$",
+        description="Where every stage runs the policy (generation, sampler log-probs, "
+        "training): auto = CUDA when torch.cuda.is_available(), else the CPU; cpu; cuda; "
+        "cuda:N. A CUDA device on a machine without CUDA is an error naming this field "
+        "(codeloop.policy.device). Not a DVC param: like runner.*, it says where, not what.",
+    )
 
 
 class PolicyInitConfig(_Section):

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from codeloop.config import LoraConfig, TrainConfig
-from codeloop.policy.lora import QUANT_FILE, enable_lora
+from codeloop.policy.lora import QUANT_FILE, enable_lora, training_quantize
 from codeloop.policy.model import Policy, PolicyError, merge_lora_checkpoint
 from codeloop.policy.tiny import save_tiny
 from codeloop.train.trainer import GRPOUpdater, _forward_logps, collate, prepare_batch, train_grpo
@@ -195,3 +195,29 @@ def test_a_checkpoint_recorded_with_other_quantization_settings_is_refused(candi
     (moved / QUANT_FILE).write_text(json.dumps({**record, "bnb_4bit_quant_type": "fp4"}))
     with pytest.raises(PolicyError, match="differ from this codeloop"):
         Policy.load(moved)
+
+
+def _first_night_gap(base_dir, quantize) -> float:
+    """Largest |sampler - trainer| log-prob over a rollout of the full-precision init
+    loaded with ``quantize``, the trainer scoring it on the base train loads (4-bit)."""
+    from codeloop.config import RolloutConfig, RunnerConfig, SandboxConfig
+    from codeloop.data.generator import generate_tasks
+    from codeloop.rollout.scaleout import fan_out_rollout
+
+    rollout = RolloutConfig(samples_per_task=2, max_steps=1, max_new_tokens=12, batch_size=8)
+    trajs = fan_out_rollout(
+        generate_tasks(2, seed=5, max_depth=1), str(base_dir), rollout=rollout,
+        sandbox=SandboxConfig(), runner=RunnerConfig(), dataset_version="t", quantize=quantize,
+    )  # fmt: skip
+    trainer = Policy.load(base_dir, training_quantize(base_dir, CFG.lora))
+    enable_lora(trainer, CFG.lora)  # the trainer's view: adapters at zero
+    mb = collate(trajs, trainer.tokenizer.pad_token_id)
+    with torch.no_grad():
+        logps, _ = _forward_logps(trainer.model, mb)
+    on = mb["mask"].bool()
+    return (logps[on] - mb["old_logps"][on]).abs().max().item()
+
+
+def test_the_first_nights_rollout_samples_the_4bit_base_the_trainer_scores(base_dir):
+    # base_dir is full precision, like models/init: rollout loads it as train will.
+    assert _first_night_gap(base_dir, training_quantize(base_dir, CFG.lora)) < 1e-4

@@ -4,6 +4,7 @@
 2. dedupe and benchmark exclusion done      6. sampling params and model version recorded
 3. sandbox limits set                       7. frozen eval set and metrics defined
 4. trajectory schema complete               8. reward components logged
+(and, beyond the article, 9. policy.device exists on this machine)
 
 ``train`` calls ``run_preflight`` first and refuses to start when ``report.ok`` is false.
 Each failed check names the file and what to do.
@@ -123,6 +124,17 @@ def _sandbox_limits(params: Params) -> Check:
         f"{isolation.summary()}; timeout={s.timeout_s}s memory={s.memory_mb}MiB "
         f"output<={s.max_output_bytes}B",
     )
+
+
+def _policy_device(params: Params) -> Check:
+    """policy.device resolves on this machine (cuda without CUDA fails here, not mid-run)."""
+    from codeloop.policy.device import DeviceError, resolve_device
+
+    try:
+        dev = resolve_device(params.policy.device)
+    except DeviceError as exc:
+        return Check("policy device", False, str(exc), "set policy.device: auto or cpu")
+    return Check("policy device", True, f"policy.device {params.policy.device} -> {dev}")
 
 
 def _trajectory_checks(params: Params, root: Path) -> list[Check]:
@@ -275,4 +287,5 @@ def run_preflight(params: Params, root: str = ".", *, run_golden: bool = True) -
     report.checks.append(traj[1])
     report.checks.append(_frozen_and_metrics(base))
     report.checks.append(traj[2])
+    report.checks.append(_policy_device(params))  # beyond the article: where it trains
     return report

@@ -16,13 +16,15 @@ Thread safety of loading: transformers' ``from_pretrained`` patches process-glob
 functions while it loads (``PreTrainedModel.tie_weights``, ``torch.nn.init.*``) and
 restores what it saw on entry. Two loads that overlap in threads restore each other's
 patches, leaving ``tie_weights`` a no-op for the rest of the process: every later load
-keeps ``lm_head`` untied on the meta device or uninitialised (garbage, NaN). All loads here hold ``_LOAD_LOCK``, and a loaded model is
-checked (no meta tensors, tied embeddings tied) before anyone samples from it.
+keeps ``lm_head`` untied on the meta device or uninitialised (garbage, NaN). All loads
+here hold ``_LOAD_LOCK``, and a loaded model is checked (no meta tensors, tied embeddings
+tied) before anyone samples from it. Where it runs: ``policy.device`` (codeloop.policy.device).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ from pathlib import Path
 import torch
 
 from codeloop.policy import prompts as P
+from codeloop.policy.device import cuda_generate_kwargs, model_device, resolve_device
 from codeloop.policy.formats import format_for
 from codeloop.policy.sampling import PolicyError, _row_seeds, _RowSampler, row_seed  # noqa: F401
 from codeloop.schema import Task
@@ -39,6 +42,7 @@ VERSION_FILE = "model_version.txt"
 # Files whose bytes define a checkpoint (model_version). Other files (README, logs)
 # may sit beside them without changing the version.
 _HASHED_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model", ".jinja")
+log = logging.getLogger(__name__)
 _LOAD_LOCK = threading.Lock()  # one from_pretrained at a time per process (see above)
 
 
@@ -106,22 +110,29 @@ class Policy:
         self.format = format_for(tokenizer)  # compact | chat | base (codeloop.policy.formats)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, quantize: str | None = None) -> Policy:
+    def load(
+        cls, path: str | os.PathLike, quantize: str | None = None, device: str | None = None
+    ) -> Policy:
         """Load a saved checkpoint directory (offline; never reaches a hub).
 
         quantize ("none" | "4bit" | "8bit", codeloop.policy.lora.QUANTIZE) loads the
         weights quantized by bitsandbytes (QLoRA's frozen base); None means an adapter's
-        recorded mode for its base, full precision for a full checkpoint.
+        recorded mode for its base, full precision for a full checkpoint. device: a
+        ``policy.device`` value (codeloop.policy.device), resolved before anything loads;
+        None leaves the model where from_pretrained puts it (the CPU when unquantized).
         """
         path = Path(path)
+        dev = resolve_device(device) if device is not None else None
         if (path / "adapter_config.json").exists():  # LoRA: base + adapter (policy.lora)
-            return cls._load_adapter(path, quantize)
+            return cls._load_adapter(path, quantize, dev)
         if not (path / "config.json").exists():
             raise FileNotFoundError(f"policy checkpoint not found: {path} (no config.json)")
         from codeloop.policy.lora import keep_cpu_layout, load_kwargs
 
         set_threads()
         extra = load_kwargs(quantize or "none")
+        if extra and dev is not None:  # bitsandbytes quantizes as it places, on dev
+            extra["device_map"] = {"": dev}
         with _LOAD_LOCK:  # the lazy transformers import is not thread-safe either
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -129,6 +140,8 @@ class Policy:
             model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, **extra)
         check_loaded(model, path)
         keep_cpu_layout(model)  # quantized: one 4-bit layout for sampling and training
+        if dev is not None and not extra:
+            model.to(dev)
         model.eval()
         vf = path / VERSION_FILE
         version = vf.read_text().strip() if vf.exists() else checkpoint_hash(path)
@@ -136,24 +149,28 @@ class Policy:
         name = nf.read_text().strip() if nf.exists() else ""
         policy = cls(model, tok, name=name or path.name, model_version=version)
         policy.lora_quantize = quantize or "none"
+        log.info("loaded %s on %s (policy.device %s)", path, policy.device, device or "unset")
         return policy
 
     @classmethod
-    def _load_adapter(cls, path: Path, quantize: str | None) -> Policy:
+    def _load_adapter(cls, path: Path, quantize: str | None, dev) -> Policy:
         from codeloop.policy.lora import attach_adapter, base_dir_of, recorded_quantize
 
         base_dir = base_dir_of(path)
-        base = cls.load(base_dir, quantize or recorded_quantize(path))
+        base = cls.load(base_dir, quantize or recorded_quantize(path), str(dev) if dev else None)
         with _LOAD_LOCK:
             from transformers import AutoTokenizer
 
             model = attach_adapter(base.model, base.model_version, path, base_dir)
+            if dev is not None and base.lora_quantize == "none":  # bnb placed its own
+                model.to(dev)  # the adapter's weights beside its base's
             tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         nf = path / "model_name.txt"
         name = nf.read_text().strip() if nf.exists() else path.name
         policy = cls(model, tok, name=name, model_version=(path / VERSION_FILE).read_text().strip())
         policy.lora_base, policy.lora_base_version = base_dir, base.model_version
         policy.lora_quantize = base.lora_quantize
+        log.info("loaded adapter %s on %s", path, policy.device)
         return policy
 
     def save(self, path: str | os.PathLike) -> str:
@@ -170,6 +187,11 @@ class Policy:
         self.model_version = checkpoint_hash(path)
         (path / VERSION_FILE).write_text(self.model_version + "\n")
         return self.model_version
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model's forward passes run (its first parameter's device)."""
+        return model_device(self.model)
 
     @property
     def max_context(self) -> int:
@@ -245,7 +267,7 @@ class Policy:
         input_ids = torch.tensor([[pad] * (longest - len(b)) + b for b in batch], device=dev)
         mask = torch.tensor([[0] * (longest - len(b)) + [1] * len(b) for b in batch], device=dev)
         stops = self.stop_ids()
-        kw = _cuda_kwargs(self.model)
+        kw = cuda_generate_kwargs(self.model)
         if self.format.stop_strings():  # markers that are not single tokens: stop on text
             kw.update(stop_strings=self.format.stop_strings(), tokenizer=self.tokenizer)
         # Greedy over scores in which _RowSampler has already left one token per row:
@@ -272,13 +294,6 @@ class Policy:
             reason = "stop" if cut else "length"
             gens.append(Generation(self.decode(toks), toks, lp[: len(toks)], reason))
         return gens
-
-
-def _cuda_kwargs(model) -> dict:
-    """On CUDA, a static KV cache (transformers then compiles the decode step) where the
-    class can compile; CODELOOP_STATIC_CACHE=0 turns it off. Not exercised on CPU."""
-    on = model.device.type == "cuda" and os.environ.get("CODELOOP_STATIC_CACHE", "1") != "0"
-    return {"cache_implementation": "static"} if on and model._can_compile_fullgraph else {}
 
 
 def _corpus(tasks: list[Task]) -> list[str]:
@@ -360,14 +375,18 @@ def load_pretrained(name_or_path: str) -> Policy:
 
 
 def init_policy(params, tasks_path: str | os.PathLike, out_dir: str | os.PathLike) -> str:
-    """Build (embedded) or load (hub id / path) the base policy into out_dir; returns model_version."""
+    """Build (embedded) or load (hub id / path) the base policy on ``policy.device`` and
+    save it into out_dir; returns model_version."""
     from codeloop.io import read_tasks
 
     set_threads()
+    dev = resolve_device(params.policy.device)  # before any work: a bad device fails fast
     if params.policy.model == "embedded":
         policy = build_embedded(params, read_tasks(tasks_path))
     else:
         policy = load_pretrained(params.policy.model)
+    policy.model.to(dev)
+    log.info("policy_init: %s on %s", policy.name, policy.device)
     return policy.save(out_dir)
 
 

@@ -132,7 +132,8 @@ def run_sft(policy: Policy, tasks: list[Task], cfg) -> dict:
             batches = length_grouped_batches(lengths, cfg.batch_size, rng)
         picked = batches.pop()
         inp, att, lab = _batch([examples[i] for i in picked], policy.tokenizer.pad_token_id)
-        loss = model(input_ids=inp, attention_mask=att, labels=lab).loss
+        dev = policy.device  # policy.device, as the stage loaded it
+        loss = model(input_ids=inp.to(dev), attention_mask=att.to(dev), labels=lab.to(dev)).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

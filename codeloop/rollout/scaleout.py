@@ -45,6 +45,8 @@ class ChunkJob:
     dataset_version: str
     iteration: int
     torch_threads: int = 0  # 0: as Policy.load sets it (CODELOOP_THREADS, default 1)
+    device: str = "auto"  # policy.device, resolved in the worker (codeloop.policy.device)
+    quantize: str | None = None  # as train loads it (lora.training_quantize); None: recorded
     resume_dir: str = ""  # non-empty: tasks are rolled out in groups kept as shards
     groups: list[list[Task]] = field(default_factory=list)  # the shards' tasks, in order
     resume_inputs: dict = field(default_factory=dict)  # what every shard key hashes
@@ -78,7 +80,7 @@ def run_chunk(job: ChunkJob) -> list[Trajectory]:
     done = [store.load(k) for k in keys] if store else [None]
     if all(d is not None for d in done):
         return [t for d in done for t in d]  # every group finished before: nothing to load
-    policy = Policy.load(job.policy_dir)
+    policy = Policy.load(job.policy_dir, job.quantize, job.device)
     if job.torch_threads:
         import torch
 
@@ -110,6 +112,8 @@ def fan_out_rollout(
     n_chunks: int = 0,
     torch_threads: int = 0,
     resume_dir: str = "",
+    device: str = "auto",
+    quantize: str | None = None,
 ) -> list[Trajectory]:
     """All tasks' trajectories in task order, scored by ``score`` (None: rollout only).
 
@@ -117,7 +121,8 @@ def fan_out_rollout(
     each chunk (a different count can change matmul rounding, so keep it equal across
     runs that must agree row for row). resume_dir: keep finished groups of
     ``rollout.resume_shard_tasks`` tasks there and skip those a killed run finished
-    (codeloop.rollout.resume); rollout only (score None).
+    (codeloop.rollout.resume); rollout only (score None). device: policy.device;
+    quantize: the base's quantize mode (QLoRA's first night samples the 4-bit base it trains).
     """
     if resume_dir and score is not None:
         raise ValueError("resume_dir: resumable rollout keys shards on rollout inputs only")
@@ -129,6 +134,7 @@ def fan_out_rollout(
         groups = [tasks[i : i + size] for i in range(0, len(tasks), size)]
         inputs = {
             "policy": policy_version(policy_dir),
+            "quantize": quantize,
             "rollout": rollout.model_dump(),
             "sandbox": sandbox.model_dump(),
             "dataset_version": dataset_version,
@@ -148,6 +154,8 @@ def fan_out_rollout(
             resume_dir=str(resume_dir),
             groups=c if resume_dir else [],
             resume_inputs=inputs,
+            device=device,
+            quantize=quantize,
         )
         for c in chunked(units, n_chunks or runner.workers)
     ]

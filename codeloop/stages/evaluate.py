@@ -52,7 +52,7 @@ def evaluate_candidate(
     from codeloop.rewards.critic import Critic
     from codeloop.sandbox import make_executor
 
-    policy = Policy.load(paths.candidate_model)
+    policy = Policy.load(paths.candidate_model, device=params.policy.device)
     has_critic = (paths.critic_model / "critic.json").exists()
     critic = Critic.load(str(paths.critic_model)) if has_critic else None
     training = read_tasks(paths.clean_tasks) if paths.clean_tasks.exists() else None

@@ -18,6 +18,7 @@ from typing import Any
 from codeloop.config import Params
 from codeloop.io import read_json, read_tasks, write_json, write_trajectories
 from codeloop.paths import Paths
+from codeloop.policy.lora import training_quantize
 from codeloop.rollout.episodes import rollout_metrics
 from codeloop.rollout.resume import ShardStore
 from codeloop.rollout.scaleout import fan_out_rollout
@@ -58,6 +59,9 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
         runner=params.runner,
         dataset_version=dataset_version,
         resume_dir=str(resume) if resume else "",
+        device=params.policy.device,
+        # QLoRA: sample the quantized base the trainer scores with, from the first night on.
+        quantize=training_quantize(paths.checkpoint(params.policy.checkpoint), params.train.lora),
     )  # no score function: the score stage scores; rollout never reads reward.*
     seconds = time.perf_counter() - t0
     version = trajs[0].metadata.model_version if trajs else ""

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
     """Write models/init and metrics/sft.json; returns the SFT stats."""
-    policy = Policy.load(paths.base_model)
+    policy = Policy.load(paths.base_model, device=params.policy.device)
     base_version = policy.model_version
     stats = step(run_sft, policy, read_tasks(paths.clean_tasks), params.sft)
     version = policy.save(paths.init_model)

@@ -112,8 +112,9 @@ def run(
     iteration = max((t.iteration for t in trajectories), default=0)
     archived, read = step(load_archived, params, paths.root, paths.archive_dir, iteration)
     result = step(
-        train_grpo, str(policy_dir), trajectories, params.train, str(out_dir), archived, iteration
-    )
+        train_grpo, str(policy_dir), trajectories, params.train, str(out_dir), archived, iteration,
+        device=params.policy.device,
+    )  # fmt: skip
     _log_summary(result)
     history = result.pop("history")
     metrics = {

@@ -327,17 +327,22 @@ def train_grpo(
     out_dir: str | os.PathLike,
     archived: list[Trajectory] | None = None,
     iteration: int | None = None,
+    device: str | None = None,
 ) -> dict[str, Any]:
     """Run one GRPO iteration on scored trajectories; save the candidate to out_dir.
 
     ``archived``: rows of earlier nights (data/archive) for ``train.replay`` and
     ``train.rft_source: archive``; ``iteration`` is tonight's (default: the newest row's).
+    ``device``: policy.device (None: where Policy.load leaves it); under torchrun each rank
+    trains on its own device (codeloop.train.distributed).
     Returns the summary (loss, kl, clip ratios, entropy, completion lengths, reward
     mean/std, frac_reward_zero_std, model_version, replay_* ...) plus a per-step ``history``.
     """
     t_start = time.perf_counter()
     torch.manual_seed(cfg.seed)
-    policy = Policy.load(policy_dir, training_quantize(policy_dir, cfg.lora))
+    if ddp.world_size() > 1:
+        device = str(ddp.device())
+    policy = Policy.load(policy_dir, training_quantize(policy_dir, cfg.lora), device)
     if cfg.lora.r or is_peft(policy.model):  # an adapter checkpoint keeps training its adapter
         enable_lora(policy, cfg.lora, base_dir=policy_dir)
     items, summary = prepare_batch(trajectories, cfg, policy.max_context)
