@@ -48,6 +48,13 @@ class SftConfig(_Section):
         description="Share of generated tasks that also get a revise example "
         "(wrong program + its feedback -> reference), so multi-turn fixes can succeed.",
     )
+    agent_fraction: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="Share of SFT examples that are expert agent episodes on repository "
+        "training tasks (scripted expert through the real environment); 0 = none.",
+    )
     seed: int = Field(0, description="Seed of SFT example order.")
 
 
@@ -176,6 +183,9 @@ class RolloutConfig(_Section):
     top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling mass.")
     repetition_penalty: float = Field(1.0, ge=1, le=5, description="HF repetition penalty.")
     max_new_tokens: int = Field(64, ge=1, le=8192, description="Tokens per generation.")
+    agent_max_new_tokens: int = Field(
+        128, ge=1, le=8192, description="Tokens per tool call of an agent (repo task) turn."
+    )
     batch_size: int = Field(64, ge=1, description="Sequences per generate() call.")
     seed: int = Field(0, description="Sampling seed.")
     iteration: int = Field(0, ge=0, description="Iteration number stamped into trajectories.")
@@ -331,6 +341,9 @@ class EvaluateConfig(_Section):
     temperature: float = Field(0.2, gt=0, le=5, description="Sampling temperature at eval.")
     max_new_tokens: int = Field(128, ge=1, le=8192, description="Tokens per generation.")
     max_steps: int = Field(1, ge=1, le=20, description="Turns per eval episode.")
+    agent_max_new_tokens: int = Field(
+        128, ge=1, le=8192, description="Tokens per tool call in repo-task eval episodes."
+    )
     max_tasks_per_set: int = Field(0, ge=0, description="Cap per frozen set; 0 = all.")
     gate_tolerance: float = Field(
         0.02, ge=0, le=1, description="Largest pass@1 drop allowed before promotion is refused."

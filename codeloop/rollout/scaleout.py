@@ -2,7 +2,8 @@
 
 ``fan_out_rollout`` splits the planned tasks into contiguous chunks and ships one
 ``ChunkJob`` per chunk to ``codeloop.rollout.runners.fan_out``; each chunk loads the policy
-from its checkpoint directory, opens its own sandbox executor, runs ``run_rollout`` and,
+from its checkpoint directory, opens its own sandbox executor, runs ``run_mixed_rollout`` (function tasks through ``run_rollout``, repo
+tasks as agent episodes) and,
 when the job carries a ``score`` function (benchmarks: rollout and score in one pass;
 e.g. ``functools.partial(codeloop.rewards.fanout.score_rows, reward=...)``), scores its
 rows with it. This module never imports the reward code: the rollout stage, which never
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from codeloop.config import RolloutConfig, RunnerConfig, SandboxConfig
 from codeloop.rollout.resume import ShardStore, code_hash, policy_version, shard_key
@@ -48,12 +50,16 @@ class ChunkJob:
     resume_dir: str = ""  # non-empty: tasks are rolled out in groups kept as shards
     groups: list[list[Task]] = field(default_factory=list)  # the shards' tasks, in order
     resume_inputs: dict = field(default_factory=dict)  # what every shard key hashes
+    agent: Any = None  # the agent params (codeloop.config AgentConfig) for repo tasks
+    repos_dir: str = ""  # data/clean/repos: the repo tasks' snapshots
 
 
 def _roll(job: ChunkJob, tasks: list[Task], policy, executor) -> list[Trajectory]:
-    from codeloop.rollout.episodes import run_rollout
+    from codeloop.rollout.agent_episodes import run_mixed_rollout
 
-    trajs = run_rollout(
+    # The task's kind decides the episode kind: function tasks self-debug, repo tasks
+    # are agent episodes in a sealed workspace (codeloop.rollout.agent_episodes).
+    trajs = run_mixed_rollout(
         tasks,
         policy,
         executor,
@@ -61,6 +67,8 @@ def _roll(job: ChunkJob, tasks: list[Task], policy, executor) -> list[Trajectory
         timeout_s=job.sandbox.timeout_s,
         dataset_version=job.dataset_version,
         iteration=job.iteration,
+        agent_cfg=job.agent,
+        repos_dir=job.repos_dir,
     )
     if job.score is not None:
         trajs = job.score(trajs, {t.task_id: t for t in tasks}, executor)
@@ -110,6 +118,8 @@ def fan_out_rollout(
     n_chunks: int = 0,
     torch_threads: int = 0,
     resume_dir: str = "",
+    agent: Any = None,
+    repos_dir: str = "",
 ) -> list[Trajectory]:
     """All tasks' trajectories in task order, scored by ``score`` (None: rollout only).
 
@@ -132,7 +142,8 @@ def fan_out_rollout(
             "rollout": rollout.model_dump(),
             "sandbox": sandbox.model_dump(),
             "dataset_version": dataset_version,
-            "code": code_hash("policy", "rollout", "sandbox"),
+            "agent": agent.model_dump() if agent is not None else None,
+            "code": code_hash("policy", "rollout", "sandbox", "agent"),
         }
     units = groups if resume_dir else tasks
     jobs = [
@@ -148,6 +159,8 @@ def fan_out_rollout(
             resume_dir=str(resume_dir),
             groups=c if resume_dir else [],
             resume_inputs=inputs,
+            agent=agent,
+            repos_dir=str(repos_dir),
         )
         for c in chunked(units, n_chunks or runner.workers)
     ]
