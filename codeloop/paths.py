@@ -75,6 +75,11 @@ class Paths:
     def manifest(self) -> Path:
         return self.clean_dir / "manifest.json"
 
+    @property
+    def repos_dir(self) -> Path:
+        """Repository tasks' snapshots, one content-addressed tree each (clean's out)."""
+        return self.clean_dir / "repos"
+
     # data/buckets (stage bucket)
     @property
     def buckets_dir(self) -> Path:

@@ -359,3 +359,28 @@ def agent_format_for(tokenizer):
     if isinstance(base, ChatFormat):
         return ChatAgentFormat(tokenizer)
     return CompactAgentFormat(tokenizer)
+
+
+def repo_corpus(tasks: list[Task], repos_dir) -> list[str]:
+    """Texts an embedded tokenizer should see for repository tasks: every file of each
+    distinct snapshot once, and each task's expert calls in the compact grammar (so
+    paths, code and the call syntax get merges, not bytes)."""
+    from pathlib import Path
+
+    from codeloop.data.repos.expert import expert_calls
+    from codeloop.data.repos.store import snapshot_path
+
+    docs: list[str] = []
+    seen: set[str] = set()
+    for t in tasks:
+        if t.kind != "repo":
+            continue
+        if t.snapshot not in seen:
+            seen.add(t.snapshot)
+            root = snapshot_path(repos_dir, t.snapshot)
+            for f in sorted(Path(root).rglob("*")):
+                if f.is_file() and f.suffix in (".py", ".md", ".txt", ".cfg", ".toml"):
+                    docs.append(f"{f.relative_to(root)}\n{f.read_text(errors='replace')}")
+        calls = expert_calls(t, repos_dir)
+        docs.append("".join(f"{P.TOOL}{render_compact(c)}{P.END}\n{P.OBS}" for c in calls))
+    return docs

@@ -35,7 +35,7 @@ def collect_demos(params: Params, paths: Paths, tasks: list[Task]) -> tuple[list
     executor = make_executor(params.sandbox)
     env = AgentEnv(executor, params.agent, str(paths.repos_dir))
     try:
-        demos, report = expert_demos(tasks, env, expert_calls)
+        demos, report = expert_demos(tasks, env, lambda t: expert_calls(t, paths.repos_dir))
     finally:
         getattr(env, "close", lambda: None)()
         executor.close()
