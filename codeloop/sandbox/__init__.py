@@ -12,6 +12,8 @@ from __future__ import annotations
 from codeloop.config import SandboxConfig
 from codeloop.sandbox.base import (
     STATUSES,
+    CmdJob,
+    CmdResult,
     ExecJob,
     ExecResult,
     Executor,
@@ -21,6 +23,8 @@ from codeloop.sandbox.base import (
 
 __all__ = [
     "STATUSES",
+    "CmdJob",
+    "CmdResult",
     "ExecJob",
     "ExecResult",
     "Executor",
@@ -31,20 +35,26 @@ __all__ = [
 ]
 
 
-def make_executor(cfg: SandboxConfig | None = None) -> Executor:
-    """Build the executor ``cfg.backend`` names; call ``close()`` when done."""
+def make_executor(
+    cfg: SandboxConfig | None = None, workspaces: bool = False, envs_root: str | None = None
+) -> Executor:
+    """Build the executor ``cfg.backend`` names; call ``close()`` when done.
+    ``workspaces``: it can also run commands in agent workspaces (``run_commands``; local
+    and docker only), with ``envs_root`` (test environment dirs) visible read-only."""
     cfg = cfg or SandboxConfig()
     if cfg.backend == "subprocess":
+        if workspaces:
+            raise SandboxError("the subprocess backend has no workspaces: use local or docker")
         from codeloop.sandbox.subprocess_backend import SubprocessExecutor
 
         return SubprocessExecutor(cfg)
     if cfg.backend == "docker":
         from codeloop.sandbox.docker_backend import DockerExecutor
 
-        return DockerExecutor(cfg)
+        return DockerExecutor(cfg, workspaces, envs_root)
     from codeloop.sandbox.local import LocalExecutor
 
-    return LocalExecutor(cfg)
+    return LocalExecutor(cfg, workspaces, envs_root)
 
 
 def require_met(executor: Executor, cfg: SandboxConfig) -> None:

@@ -80,4 +80,39 @@ class Executor(Protocol):
         """Judge many jobs in parallel; results in input order."""
         ...
 
+    def run_commands(self, jobs: list[CmdJob]) -> list[CmdResult]:
+        """Run commands in workspaces, batched over the workers; results in input order."""
+        ...
+
     def close(self) -> None: ...
+
+
+CMD_STATUSES = ("exited", "killed", "timeout", "output_limit", "memory_limit")
+
+
+@dataclass
+class CmdJob:
+    """One command in an agent's workspace (``cwd_host``: a dir inside a workspace the
+    executor handed out, see codeloop.sandbox.cmdjobs). Runs sealed like every job."""
+
+    argv: list[str]
+    cwd_host: str
+    timeout_s: float | None = None  # None: the executor's default
+    env: dict[str, str] = field(default_factory=dict)  # on top of the scrubbed environment
+    memory_mb: int | None = None  # None: the executor's default
+    output_cap: int = 1 << 20  # bytes of stdout (and of stderr) kept; more kills the command
+    result_cap: int = 4 << 20  # bytes of the result pipe (fd 3) kept
+
+
+@dataclass
+class CmdResult:
+    """What a command did. A command failing is a result; the sandbox failing raises."""
+
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    stdout: str
+    stderr: str
+    duration_ms: float
+    status: str  # one of CMD_STATUSES
+    results: str = ""  # what the command wrote on fd 3 (untrusted, like all its output)

@@ -24,11 +24,13 @@ import time
 
 from codeloop.config import SandboxConfig
 from codeloop.sandbox.base import SandboxError
+from codeloop.sandbox.cmdjobs import WorkspaceRoot
 from codeloop.sandbox.judge import wire
 from codeloop.sandbox.pool import ZYGOTE_SRC, PoolExecutor, zygote_opts
 
 IMAGE = os.environ.get("CODELOOP_SANDBOX_IMAGE", "codeloop-sandbox:bookworm")
 LABEL = "codeloop.sandbox"
+CONTAINER_UID = 65534
 
 
 def docker_client():
@@ -73,18 +75,22 @@ def skip_without_docker_engine() -> None:
 class DockerZygote:
     """A zygote running as the main process of one container, spoken to over attach."""
 
-    def __init__(self, client, cfg: SandboxConfig, slot: int, start_timeout: float = 60.0) -> None:
+    def __init__(
+        self, client, cfg: SandboxConfig, slot: int, start_timeout: float = 60.0, binds=()
+    ) -> None:
         opts = zygote_opts(None, "/tmp/codeloop-work", private_scratch=True, container=True,
                            nproc=4096, watch_parent=False, oom_fault=False)  # fmt: skip
         try:
             self.container = client.containers.create(
                 IMAGE,
                 command=["/usr/bin/python3", "-I", "-S", "-c", ZYGOTE_SRC, json.dumps(opts)],
-                stdin_open=True, network_mode="none", read_only=True, user="65534:65534",
+                stdin_open=True, network_mode="none", read_only=True, user=f"{CONTAINER_UID}:{CONTAINER_UID}",
                 tmpfs={"/tmp": "size=256m,mode=1777"}, mem_limit=f"{cfg.memory_mb + 256}m",
                 memswap_limit=f"{cfg.memory_mb + 256}m", pids_limit=128, nano_cpus=1_000_000_000,
                 cap_drop=["ALL"], security_opt=["no-new-privileges"], labels={LABEL: str(slot)},
-                volumes={p: {"bind": p, "mode": "ro"} for p in cfg.ro_binds},
+                volumes={**{p: {"bind": p, "mode": "ro"} for p in cfg.ro_binds},
+                         **{src: {"bind": dst, "mode": "rw" if rw else "ro"}
+                            for src, dst, rw in binds}},
                 environment={"LANG": "C.UTF-8"}, ipc_mode="private", name=None,
             )  # fmt: skip
             self.sock = client.api.attach_socket(
@@ -170,13 +176,22 @@ class DockerZygote:
 class DockerExecutor(PoolExecutor):
     """``backend: docker``: a warm pool of containers, one zygote each."""
 
-    def __init__(self, cfg: SandboxConfig) -> None:
+    def __init__(
+        self, cfg: SandboxConfig, workspaces: bool = False, envs_root: str | None = None
+    ) -> None:
         self.client = docker_client()
         problem = engine_problem()
         if problem:
             raise SandboxError(problem)
+        # workspaces: a rw volume at /ws; the container's uid cannot take files over, so the
+        # host hands each workspace to it before a command (WorkspaceRoot.hand_over)
+        self.workspaces = WorkspaceRoot(envs_root, owner=CONTAINER_UID) if workspaces else None
+        binds = self.workspaces.binds() if self.workspaces else []
         super().__init__(
-            cfg, lambda slot: DockerZygote(self.client, cfg, slot), drop_uid=False, backend="docker"
+            cfg,
+            lambda slot: DockerZygote(self.client, cfg, slot, binds=binds),
+            drop_uid=False,
+            backend="docker",
         )
         self.start()
 

@@ -63,6 +63,7 @@ from functools import lru_cache
 
 from codeloop.config import SandboxConfig
 from codeloop.sandbox.base import SandboxError
+from codeloop.sandbox.cmdjobs import WorkspaceRoot
 from codeloop.sandbox.pool import PoolExecutor, Zygote, child_python, zygote_opts
 
 WORK_ROOT = "/tmp/codeloop-work"  # inside the private root's own /tmp
@@ -115,7 +116,9 @@ class LocalExecutor(PoolExecutor):
     """``backend: local``: warm zygotes, each sealed in its own namespaces and private root;
     fork per job. Refuses to start (SandboxError) where it cannot seal."""
 
-    def __init__(self, cfg: SandboxConfig) -> None:
+    def __init__(
+        self, cfg: SandboxConfig, workspaces: bool = False, envs_root: str | None = None
+    ) -> None:
         problem = _unshare_problem()
         if problem:
             raise SandboxError(f"{problem}; use sandbox.backend: docker")
@@ -123,10 +126,13 @@ class LocalExecutor(PoolExecutor):
             if not os.path.exists(path):
                 raise SandboxError(f"sandbox.ro_binds: {path} does not exist")
         prefix = list(namespace_prefix())
+        # workspaces: agent commands (cmdjobs); the zygote hands each to the slot's uid
+        self.workspaces = WorkspaceRoot(envs_root) if workspaces else None
+        binds = self.workspaces.binds() if self.workspaces else []
 
         def spawn(slot: int) -> Zygote:
             opts = zygote_opts(self.uids[slot], WORK_ROOT, root=True, ro_binds=cfg.ro_binds,
-                               private_scratch=True)  # fmt: skip
+                               binds=binds, private_scratch=True)  # fmt: skip
             return Zygote(prefix, opts)
 
         super().__init__(cfg, spawn, backend="local")

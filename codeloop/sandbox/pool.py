@@ -17,7 +17,6 @@ a uid is never shared by two running jobs.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import queue
@@ -34,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from codeloop.config import SandboxConfig
-from codeloop.sandbox.base import ExecJob, ExecResult, SandboxError
+from codeloop.sandbox.base import CmdJob, CmdResult, ExecJob, ExecResult, SandboxError
+from codeloop.sandbox.cmdjobs import run_commands
 from codeloop.sandbox.isolation import Isolation, host_namespaces, host_paths_to_hide, refusal
 from codeloop.sandbox.judge import (
     build_request,
@@ -44,39 +44,17 @@ from codeloop.sandbox.judge import (
     wall_cap,
     wire,
 )
+from codeloop.sandbox.uids import UID_BASE, UID_LOCKS, UID_SPAN, lease_uid  # noqa: F401
 
 HERE = Path(__file__).resolve().parent
 # one program each (stdlib only): budget.py, seccomp.py, seal.py and evaluator_fork.py define
 # what zygote.py uses; evaluator.py, run in the evaluator child, uses harness.py's wire format
 ZYGOTE_SRC = "\n\n".join(
     (HERE / name).read_text()
-    for name in ("budget.py", "seccomp.py", "seal.py", "evaluator_fork.py", "zygote.py")
-)
+    for name in ("budget.py", "seccomp.py", "seal.py", "evaluator_fork.py", "command.py", "zygote.py")
+)  # fmt: skip
 HARNESS_SRC = (HERE / "harness.py").read_text() + "\n\n" + (HERE / "evaluator.py").read_text()
 CHILD_PYTHON = os.environ.get("CODELOOP_SANDBOX_PYTHON", "/usr/bin/python3")
-UID_BASE, UID_SPAN = 62000, 4096  # uids leased to slots: one uid, one slot, host-wide
-UID_LOCKS = Path(tempfile.gettempdir()) / "codeloop-uid-locks"
-
-
-def lease_uid() -> tuple[int, int]:
-    """Lease the lowest free sandbox uid on this host: (uid, fd of its held lock file).
-
-    The lease is an exclusive flock, held until the fd is closed or the process dies, so a
-    crashed executor frees its uids. flock locks belong to the open file, so two executors
-    in the same process also get different uids (a pid-derived uid once did not: the
-    second executor's kill(-1) as the shared uid SIGKILLed the first one's jobs, which came
-    back ``crashed``).
-    """
-    UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
-    for uid in range(UID_BASE, UID_BASE + UID_SPAN):
-        fd = os.open(UID_LOCKS / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        return uid, fd
-    raise SandboxError(f"all {UID_SPAN} sandbox uids from {UID_BASE} are leased ({UID_LOCKS})")
 
 
 # Modules the zygote imports once, so jobs (and evaluators) find them loaded: those the
@@ -97,12 +75,14 @@ def child_python() -> str:
 
 
 def zygote_opts(
-    uid: int | None, work_root: str, root: bool = False, ro_binds: list[str] = (), **extra: Any
-) -> dict:
+    uid: int | None, work_root: str, root: bool = False, ro_binds: list[str] = (),
+    binds: list = (), **extra: Any,
+) -> dict:  # fmt: skip
     """Zygote options; ``uid`` is the slot's leased uid (None: no uid drop, not root).
-    ``root``: build the private root (only inside a fresh mount namespace)."""
-    seal = {"root": root, "ro_binds": list(ro_binds), "host_ns": host_namespaces(),
-            "expect_absent": list(host_paths_to_hide())}  # fmt: skip
+    ``root``: build the private root (only inside a fresh mount namespace); ``binds``: the
+    workspace binds (cmdjobs.WorkspaceRoot.binds)."""
+    seal = {"root": root, "ro_binds": list(ro_binds), "binds": [list(b) for b in binds],
+            "host_ns": host_namespaces(), "expect_absent": list(host_paths_to_hide())}  # fmt: skip
     return {"harness": HARNESS_SRC, "uid": uid, "work_root": work_root, "preload": PRELOAD,
             "seal": seal, **extra}  # fmt: skip
 
@@ -268,6 +248,7 @@ class PoolExecutor:
         self.cfg, self.backend = cfg, backend
         self.required = tuple(cfg.require) if enforce else ()
         self.isolation: Isolation | None = None
+        self.workspaces = getattr(self, "workspaces", None)  # set by a backend that has them
         self.workers = cfg.workers or os.cpu_count() or 1
         self._spawn, self._fresh = spawn, fresh_per_job
         self._slots: queue.Queue = queue.Queue()
@@ -382,6 +363,10 @@ class PoolExecutor:
         """Judge many jobs in parallel; results in input order."""
         return list(self._threads.map(self.run, jobs))
 
+    def run_commands(self, jobs: list[CmdJob]) -> list[CmdResult]:
+        """Run commands in this executor's workspaces (cmdjobs.run_commands)."""
+        return run_commands(self, jobs, GRACE_S)
+
     def close(self) -> None:
         if self._closed:
             return
@@ -392,6 +377,8 @@ class PoolExecutor:
         for fd in self._uid_locks:  # after the zygotes: their jobs are gone, the uid is free
             os.close(fd)
         self._uid_locks = []
+        if self.workspaces is not None:
+            self.workspaces.close()
 
     def __enter__(self) -> PoolExecutor:
         return self

@@ -98,16 +98,23 @@ def _bind(src, dst, read_only=True):
         _mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
 
 
-def build_private_root(ro_binds, host_mnt_ns):
+def build_private_root(ro_binds, host_mnt_ns, binds=()):
     """Pivot into a fresh tmpfs root holding only the runtime, ``ro_binds`` and scratch.
-    ``host_mnt_ns``: the parent's mount namespace inode; we refuse to touch it."""
+    ``host_mnt_ns``: the parent's mount namespace inode; we refuse to touch it.
+    ``binds``: ``[host_dir, path_inside, writable]`` mounted at a fixed path of our choosing
+    (agent workspaces at /ws, test environments at /envs), so no host path name shows."""
     if os.stat("/proc/self/ns/mnt").st_ino == host_mnt_ns:
         raise OSError(1, "not in a private mount namespace: refusing to build a root here")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    # opened before the staging tmpfs hides the host's /tmp (a workspace root may be there)
+    held = [(os.open(src, os.O_PATH | os.O_DIRECTORY), dst, rw) for src, dst, rw in binds]
     _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
     new = NEW_ROOT
     for d in runtime_dirs() + [os.path.realpath(p) for p in ro_binds]:
         _bind(d, new + d)
+    for fd, dst, writable in held:
+        _bind(f"/proc/self/fd/{fd}", new + dst, read_only=not writable)
+        os.close(fd)
     for name in ("bin", "lib", "lib64"):  # merged-usr symlinks, where the host has them
         if os.path.islink("/" + name) and not os.path.lexists(new + "/" + name):
             os.symlink(os.readlink("/" + name), new + "/" + name)

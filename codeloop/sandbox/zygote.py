@@ -32,6 +32,7 @@ import time
 
 try:  # for linters and tests; as the zygote, budget.py's and seal.py's sources run first
     from codeloop.sandbox.budget import ParentGone, _children, _pump
+    from codeloop.sandbox.command import command_problem, exec_command, hand_over
     from codeloop.sandbox.evaluator_fork import start_evaluator
     from codeloop.sandbox.seal import (
         build_private_root,
@@ -81,7 +82,7 @@ def _limits(job, opts):
         (resource.RLIMIT_CPU, (cpu, cpu + 1)),
         (resource.RLIMIT_AS, (_vm_bytes() + job["memory_mb"] * 2**20,) * 2),  # over our use
         (resource.RLIMIT_FSIZE, (job.get("fsize_mb", 16) * 2**20,) * 2),
-        (resource.RLIMIT_NOFILE, (64, 64)),
+        (resource.RLIMIT_NOFILE, (job.get("nofile", 64),) * 2),
         (resource.RLIMIT_NPROC, (opts.get("nproc", 64),) * 2),
         (resource.RLIMIT_CORE, (0, 0)),
     ]
@@ -124,6 +125,8 @@ def _child(job, opts, workdir, fds, limits, entry="run_job", req=None, seal_fd=N
             os.dup2(fd, target)
         os.closerange(len(fds) + 1, 1 << 16)
         os.chdir(workdir)
+        if entry == "cmd":  # an agent's command: exec it in its workspace (command.py)
+            exec_command(req)
         HARNESS[entry](job["req"] if req is None else req, 3)
         code = 0
     except BaseException:
@@ -225,6 +228,12 @@ def sweep(opts, workdir):
 
 def run(job, opts, ctl=None):
     """Judge one job: fork the child, pump its pipes, kill and sweep. Returns a dict."""
+    cmd = job.get("cmd")
+    if cmd is not None:
+        problem = command_problem(cmd)
+        if problem:
+            return {"fault": problem}
+        hand_over(cmd["ws"], opts.get("uid"))
     workdir = opts["workdir"]  # same path every job (so is the env), fresh dir every job
     try:
         os.mkdir(workdir, 0o700)
@@ -238,11 +247,13 @@ def run(job, opts, ctl=None):
     ooms, limits = oom_kills(), _limits(job, opts)
     start = time.monotonic()
     link = []
-    if job["req"].get("serve"):
+    if job.get("req", {}).get("serve"):
         link = start_evaluator(job, opts, workdir, pipes, limits, _child, recv)
     pid = os.fork()
     if pid == 0:
         fds = [pipes[n][1] for n in ("out", "err", "res")] + link  # never the verdict pipe
+        if cmd is not None:
+            _child(job, opts, workdir, fds, limits, "cmd", cmd, seal_fd=seal_w)
         _child(job, opts, workdir, fds, limits, seal_fd=seal_w)
     for w in [*link, *(w for _, w in pipes.values()), seal_w]:
         os.close(w)
@@ -260,6 +271,8 @@ def run(job, opts, ctl=None):
         for r, _ in pipes.values():
             os.close(r)
         sweep(opts, workdir)
+        if cmd is not None and opts.get("uid") is not None:  # the job's processes are dead
+            hand_over(cmd["ws"], 0)  # take the workspace back (command.py)
         sealed = _read_seal(seal_r)
     if sealed != b"1":  # the child died before model code ran: our fault, never a verdict
         return {"fault": "job child not sealed: " + (sealed[1:].decode("utf-8", "replace")
@@ -301,7 +314,7 @@ def _seal(opts, info):
     if seal.get("root"):
         try:
             info["root_built"] = build_private_root(
-                seal.get("ro_binds", []), seal["host_ns"]["mnt"]
+                seal.get("ro_binds", []), seal["host_ns"]["mnt"], seal.get("binds", [])
             )
         except OSError as e:
             info["seal_error"] = f"cannot build the private root: {e}"

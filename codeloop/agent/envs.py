@@ -1,0 +1,99 @@
+"""Test environment dirs: what the sandbox mounts read-only to run a repository's tests.
+
+An env dir is a flat ``site-packages``-like tree (pure-Python packages copied from our own
+venv: Debian's ``/usr/bin/python3``, which sandbox children run, is 3.11 like the venv) at
+``envs_root/<name>-<content hash>/``; the executor binds ``envs_root`` read-only at /envs
+and the test command puts the dirs on ``PYTHONPATH``. Building is idempotent: the hash is
+over the copied files, so an existing dir is reused and a changed package makes a new one.
+Our pytest plugin (testrun's outcome channel) lives in an env dir of its own. A minted
+repository's own dependencies go in the same kind of dir (``build_env`` with its modules),
+named by ``task.environment``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from codeloop.schema import Task
+
+# pytest 8/9 and what it imports on 3.11 (colorama is Windows-only, tomli/exceptiongroup < 3.11)
+PYTEST_MODULES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py")
+OPTIONAL = ("py",)  # pytest's legacy shim module, absent from some versions
+PLUGIN_NAME = "codeloop_pytest_outcomes"
+PLUGIN_SRC = Path(__file__).with_name("pytest_plugin.py")
+
+
+def _module_files(name: str) -> list[tuple[str, Path]]:
+    """(relpath in the env dir, source file) of a top-level module or package."""
+    try:
+        mod = importlib.import_module(name)
+    except ImportError:
+        if name in OPTIONAL:
+            return []
+        raise
+    f = Path(mod.__file__)
+    if f.name != "__init__.py":
+        return [(f.name, f)]
+    root = f.parent
+    return [(str(p.relative_to(root.parent)), p) for p in sorted(root.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]  # fmt: skip
+
+
+def build_env(envs_root: str, name: str, files: list[tuple[str, Path]]) -> str:
+    """Make (or reuse) ``envs_root/<name>-<hash of files>/`` holding ``files``; its path."""
+    h = hashlib.sha256()
+    for rel, src in sorted(files):
+        h.update(rel.encode() + b"\0" + src.read_bytes() + b"\0")
+    dest = os.path.join(envs_root, f"{name}-{h.hexdigest()[:16]}")
+    if os.path.isdir(dest):
+        return dest
+    os.makedirs(envs_root, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{name}-", dir=envs_root)
+    for rel, src in files:
+        target = os.path.join(tmp, rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(src, target)
+    for top, _dirs, names in os.walk(tmp):  # readable by the sandbox's leased uid
+        os.chmod(top, 0o755)
+        for n in names:
+            os.chmod(os.path.join(top, n), 0o644)
+    try:
+        os.rename(tmp, dest)
+    except OSError:  # built concurrently by another process: theirs is the same content
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not os.path.isdir(dest):
+            raise
+    os.chmod(envs_root, 0o755)
+    return dest
+
+
+@lru_cache(maxsize=16)
+def pytest_env(envs_root: str) -> str:
+    """The env dir with pytest and its dependencies (copied from the running venv)."""
+    files = [f for name in PYTEST_MODULES for f in _module_files(name)]
+    return build_env(envs_root, "pytest", files)
+
+
+@lru_cache(maxsize=16)
+def plugin_env(envs_root: str) -> str:
+    """The env dir holding our outcome plugin (importable as PLUGIN_NAME)."""
+    return build_env(envs_root, "plugin", [(PLUGIN_NAME + ".py", PLUGIN_SRC)])
+
+
+def env_paths(task: Task, envs_root: str) -> list[str]:
+    """Host dirs to put on the test command's PYTHONPATH for ``task``: the task's own
+    environment dir (``task.environment``, a dir name under ``envs_root``; FileNotFoundError
+    if missing), pytest's, and our plugin's. All lie under ``envs_root``."""
+    out = []
+    if task.environment:
+        own = os.path.join(envs_root, task.environment)
+        if not os.path.isdir(own):
+            raise FileNotFoundError(f"task {task.task_id}: environment {own} does not exist")
+        out.append(own)
+    return out + [pytest_env(envs_root), plugin_env(envs_root)]

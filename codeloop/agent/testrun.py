@@ -1,0 +1,116 @@
+"""Run pytest on a workspace inside the sealed sandbox and read its outcomes.
+
+``python3 -m pytest`` runs as a command job (codeloop.sandbox.cmdjobs) in the workspace,
+with the env dirs (pytest, our plugin, the task's own) read-only on PYTHONPATH. Outcomes
+come from our plugin's JSON lines on the result fd (pytest_plugin.py), never from pytest's
+stdout, which the code under test can print anything to; stdout is kept only as a tail
+for the agent to read. ``parse_outcomes`` is the one reader of that channel, so the judge
+can swap in a stronger channel without touching the callers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from codeloop.agent.envs import PLUGIN_NAME
+from codeloop.sandbox.base import CmdJob, CmdResult
+
+OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+TAIL = 4000  # chars of pytest's own output kept for the agent
+
+
+@dataclass
+class TestReport:
+    __test__ = False  # not a pytest test class
+
+    outcomes: dict[str, str] = field(default_factory=dict)  # node id -> one of OUTCOMES
+    collected_ok: bool = False
+    first_failure: str = ""  # the first failure's assertion and traceback tail
+    duration_ms: float = 0.0
+    output_tail: str = ""
+    exit_code: int | None = None
+    status: str = ""  # the command's status (exited, timeout, output_limit, ...)
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for v in self.outcomes.values() if v == outcome)
+
+
+def pytest_argv(node_ids: list[str] | None) -> list[str]:
+    """The command line; node ids go after ``--`` so none can be read as an option."""
+    argv = ["python3", "-B", "-m", "pytest", "-p", PLUGIN_NAME, "-p", "no:cacheprovider",
+            "-q", "--tb=short", "--rootdir=.", "-o", "console_output_style=classic"]  # fmt: skip
+    return argv + ["--", *node_ids] if node_ids else argv
+
+
+def _outcome(msg: dict) -> str:
+    when, outcome = msg.get("when"), msg.get("outcome")
+    if when in ("setup", "teardown"):
+        return "error" if outcome == "failed" else ("skipped" if outcome == "skipped" else "")
+    if msg.get("xfail"):
+        return "xfailed" if outcome == "skipped" else "xpassed"
+    return outcome if outcome in ("passed", "failed", "skipped") else ""
+
+
+def parse_outcomes(text: str) -> tuple[dict[str, str], bool, str]:
+    """(outcomes, collected_ok, first failure) from the plugin's lines. A setup or teardown
+    failure makes the test an ``error``; a collection error clears ``collected_ok``."""
+    outcomes: dict[str, str] = {}
+    first, collect_ok, finished = "", True, False
+    for line in text.splitlines():
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(msg, dict):
+            continue
+        if "exitstatus" in msg:
+            finished = True
+            collect_ok = collect_ok and msg.get("exitstatus") in (0, 1, 5)
+            continue
+        if "collect" in msg:
+            collect_ok = False
+            first = first or str(msg.get("longrepr", ""))
+            continue
+        node, got = str(msg.get("nodeid", "")), _outcome(msg)
+        if not node or not got:
+            continue
+        if node not in outcomes or got == "error":  # a teardown error overrides the call
+            outcomes[node] = got
+        if got in ("failed", "error") and not first:
+            first = str(msg.get("longrepr", ""))
+    return outcomes, collect_ok and finished, first
+
+
+def test_job(
+    workspace_path: str, node_ids: list[str] | None, env_inside: list[str], timeout_s: float
+) -> CmdJob:
+    """The command job running ``node_ids`` (None: pytest's own discovery) in a workspace."""
+    env = {"PYTHONPATH": ":".join(env_inside), "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONHASHSEED": "0"}  # fmt: skip
+    return CmdJob(argv=pytest_argv(node_ids), cwd_host=workspace_path, timeout_s=timeout_s, env=env)
+
+
+def report_of(res: CmdResult) -> TestReport:
+    """A TestReport from a finished test command."""
+    outcomes, ok, first = parse_outcomes(res.results)
+    tail = (res.stdout + res.stderr)[-TAIL:]
+    return TestReport(outcomes=outcomes, collected_ok=ok and res.status == "exited",
+                      first_failure=first[-TAIL:], duration_ms=res.duration_ms, output_tail=tail,
+                      exit_code=res.exit_code, status=res.status)  # fmt: skip
+
+
+def run_pytest_many(executor, runs: list[tuple[str, list[str] | None]], env_paths: list[str],
+                    timeout_s: float) -> list[TestReport]:  # fmt: skip
+    """Run several (workspace path, node ids) at once, one sandbox batch; reports in order."""
+    inside = [executor.workspaces.env_inside(p) for p in env_paths]
+    jobs = [test_job(path, ids, inside, timeout_s) for path, ids in runs]
+    return [report_of(r) for r in executor.run_commands(jobs)]
+
+
+def run_pytest(executor, workspace, node_ids: list[str] | None = None,
+               env_paths: list[str] = (), timeout_s: float = 60.0) -> TestReport:  # fmt: skip
+    """Run ``node_ids`` (None: every test pytest finds) of ``workspace`` (a Workspace or its
+    host path) in the sealed sandbox; ``env_paths``: host env dirs (envs.env_paths)."""
+    path = getattr(workspace, "path", workspace)
+    return run_pytest_many(executor, [(path, node_ids)], list(env_paths), timeout_s)[0]
