@@ -138,3 +138,29 @@ def render_episode(t: Trajectory, max_chars: int = 600) -> str:
     if t.final_diff:
         lines += ["final diff:", "", "```diff", t.final_diff[: max_chars * 3], "```"]
     return "\n".join(lines)
+
+
+def agent_summary(trajs: list[Trajectory], iteration: int, resolved: list[bool] | None = None):
+    """What the UI shows of a stage's agent episodes: per-tool mix, counts, the resolved
+    rate (when verdicts are known) and one episode picked by a seeded draw, as markdown.
+    None when no trajectory is an agent episode."""
+    import random
+
+    agent = [t for t in trajs if any(a.action_type == "tool" for a in t.actions)]
+    if not agent:
+        return None
+    pick = random.Random(f"episode:{iteration}").randrange(len(agent))
+    reasons: dict[str, int] = defaultdict(int)
+    for t in agent:
+        reasons[t.terminal_reason] += 1
+    out: dict[str, Any] = {
+        "iteration": iteration,
+        "episodes": len(agent),
+        "tool_mix": tool_mix(agent),
+        "terminal_reasons": dict(sorted(reasons.items())),
+        "mean_tool_calls": _rate(sum(t.tool_calls for t in agent), len(agent)),
+        "episode_markdown": render_episode(agent[pick]),
+    }
+    if resolved is not None:
+        out["resolved_rate"] = _rate(sum(resolved), len(resolved))
+    return out
