@@ -60,12 +60,49 @@ class SftConfig(_Section):
 
 class SourceSpec(_Section):
     kind: str = Field(
-        description="Loader kind: synthetic, humaneval, mbpp, apps, canonical (see codeloop.data.loaders)."
+        description="Loader kind: synthetic, humaneval, mbpp, apps, canonical (see "
+        "codeloop.data.loaders); repository tasks: synthetic_repo, repo (a mint output dir)."
     )
     path: str = Field("", description="File path for file-based kinds; empty for packaged ones.")
     n: int = Field(0, ge=0, description="Synthetic only: number of tasks to generate.")
     seed: int = Field(0, description="Synthetic only: generator seed.")
-    max_depth: int = Field(3, ge=1, le=8, description="Synthetic only: max composition depth.")
+    max_depth: int = Field(
+        3, ge=1, le=8, description="Synthetic: max composition depth; synthetic_repo: call depth."
+    )
+    min_modules: int = Field(2, ge=2, le=6, description="synthetic_repo: fewest modules per repo.")
+    max_modules: int = Field(4, ge=2, le=6, description="synthetic_repo: most modules per repo.")
+    max_distance: int = Field(
+        2, ge=0, le=7, description="synthetic_repo: most calls between the tested top and the bug."
+    )
+    tasks_per_repo: int = Field(
+        3, ge=1, le=20, description="synthetic_repo: bugs planted per pristine repository."
+    )
+
+
+class RepoTasksConfig(_Section):
+    enabled: bool = Field(
+        False,
+        description="Add synthetic repository tasks (codeloop.data.repos.synth) to the training "
+        "sources and their held-out frozen set 'heldout_repo'; off until rollout runs them.",
+    )
+    n: int = Field(200, ge=1, description="Synthetic repository tasks for training.")
+    seed: int = Field(0, description="Generator seed of the training repositories.")
+    heldout_n: int = Field(40, ge=0, description="Tasks of the held-out repositories (frozen).")
+    heldout_seed: int = Field(
+        1000, description="Generator seed of the held-out repositories (never a training seed)."
+    )
+    min_modules: int = Field(2, ge=2, le=6, description="Fewest modules per repository.")
+    max_modules: int = Field(4, ge=2, le=6, description="Most modules per repository.")
+    max_depth: int = Field(3, ge=1, le=8, description="Longest call chain (functions).")
+    max_distance: int = Field(2, ge=0, le=7, description="Most calls between symptom and bug.")
+    tasks_per_repo: int = Field(3, ge=1, le=20, description="Bugs planted per repository.")
+
+    @field_validator("heldout_seed")
+    @classmethod
+    def _distinct_seed(cls, v: int, info) -> int:
+        if v == info.data.get("seed"):
+            raise ValueError("heldout_seed must differ from seed (held-out repos are other seeds)")
+        return v
 
 
 class CleanConfig(_Section):
@@ -106,6 +143,25 @@ class CleanConfig(_Section):
         0.5, gt=0, le=1, description="Share of a task's tests that are visible (rest hidden)."
     )
     min_visible: int = Field(1, ge=1, description="Minimum visible tests per task.")
+    repo_near_threshold: float = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description="Repository tasks: near-duplicate (and near leak) if the MinHash mean of "
+        "statement-word and patch-code Jaccard >= this (templated statements share words: "
+        "distinct synthetic tasks reach ~0.85).",
+    )
+    repo_verify_runs: int = Field(
+        1,
+        ge=0,
+        le=20,
+        description="Repository tasks: sandbox runs of the base and of the reference fix "
+        "(executability filter; mixed outcomes drop a task as flaky). Minted tasks already "
+        "ran 3x pristine at mint time.",
+    )
+    repo_tasks: RepoTasksConfig = Field(
+        default_factory=RepoTasksConfig, description="The synthetic repository-task switch."
+    )
 
 
 class CurriculumStage(_Section):

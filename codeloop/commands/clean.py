@@ -30,16 +30,19 @@ def add_arguments(p) -> None:
     p.add_argument("--frozen", action="append", metavar="KIND[:PATH]",
                    help="frozen eval set (default: params clean.frozen, i.e. humaneval)")  # fmt: skip
     p.add_argument("--params", default="params.yaml", help="params file (optional)")
-    p.add_argument("--verify-runs", type=int, help="override clean.verify_runs")
+    p.add_argument(
+        "--verify-runs", type=int, help="override clean.verify_runs and clean.repo_verify_runs"
+    )
     p.add_argument("--backend", choices=["local", "subprocess", "docker"],
                    help="override sandbox.backend")  # fmt: skip
 
 
 def parse_source(text: str) -> SourceSpec:
-    """``KIND:PATH`` (or ``synthetic:N``, or a bare packaged kind like ``humaneval``)."""
+    """``KIND:PATH`` (or ``synthetic:N`` / ``synthetic_repo:N``, or a bare packaged kind
+    like ``humaneval``)."""
     kind, _, rest = text.partition(":")
-    if kind == "synthetic":
-        return SourceSpec(kind="synthetic", n=int(rest or 100))
+    if kind in ("synthetic", "synthetic_repo"):
+        return SourceSpec(kind=kind, n=int(rest or 100))
     return SourceSpec(kind=kind, path=rest)
 
 
@@ -49,7 +52,11 @@ def _params(args) -> Params:
         update={
             "sources": [parse_source(s) for s in args.source],
             **({"frozen": [parse_source(s) for s in args.frozen]} if args.frozen else {}),
-            **({"verify_runs": args.verify_runs} if args.verify_runs is not None else {}),
+            **(
+                {"verify_runs": args.verify_runs, "repo_verify_runs": args.verify_runs}
+                if args.verify_runs is not None
+                else {}
+            ),  # fmt: skip
         }
     )
     sandbox = base.sandbox

@@ -21,6 +21,7 @@ from codeloop.data.dedupe import exact_dedupe, near_dedupe
 from codeloop.data.holdout import heldout_split, split_tests
 from codeloop.data.leak import find_leaks
 from codeloop.data.loaders import load_source
+from codeloop.data.repos import curate_repos as repos
 from codeloop.sandbox.base import ExecJob
 from codeloop.schema import Task
 
@@ -146,19 +147,26 @@ def dataset_version(
     return h.hexdigest()
 
 
-def _load_frozen(cfg, executor, quarantine: list) -> tuple[dict, dict]:
+def _load_frozen(cfg, executor, quarantine: list, repos_dir, verifier) -> tuple[dict, dict]:
     sets: dict[str, list[Task]] = {}
     report: dict[str, dict] = {}
-    for spec in cfg.frozen:
-        name = _frozen_name(spec, sets)
-        res = load_source(spec)
+    extra = [("heldout_repo", s) for s in repos.repo_specs(cfg)[1]]
+    for fixed, spec in [(None, s) for s in cfg.frozen] + extra:
+        name = fixed or _frozen_name(spec, sets)
+        res = load_source(spec, repos_dir)
         quarantine += [{**q, "role": f"frozen:{name}"} for q in res.quarantine_rows]
         _unique_ids(res.tasks, set())
-        kept, failed = verify(res.tasks, executor, cfg.verify_runs)
-        sets[name] = [split_tests(t, cfg.visible_fraction, cfg.min_visible) for t in kept]
+        fn_tasks = [t for t in res.tasks if t.kind != "repo"]
+        kept, failed = verify(fn_tasks, executor, cfg.verify_runs)
+        repo_kept, repo_failed = verifier.verify([t for t in res.tasks if t.kind == "repo"])
+        failed += repo_failed
+        # repo tasks keep their own visible/hidden split: it is by test file, not by count
+        sets[name] = [
+            split_tests(t, cfg.visible_fraction, cfg.min_visible) for t in kept
+        ] + repo_kept
         report[name] = {
             "rows_in": res.rows_in,
-            "kept": len(kept),
+            "kept": len(kept) + len(repo_kept),
             "quarantined": len(res.quarantine_rows),
             "dropped": dict(Counter(f["reason"] for f in failed)),
             "verification_failures": failed,
@@ -166,26 +174,55 @@ def _load_frozen(cfg, executor, quarantine: list) -> tuple[dict, dict]:
     return sets, report
 
 
-def clean_tasks(params, executor=None) -> dict[str, Any]:
+def _curate_repo_tasks(tasks: list[Task], frozen: dict, cfg, verifier) -> dict[str, Any]:
+    """Repository tasks through leak check, dedupe and the executability filter, in the
+    function tasks' order (codeloop.data.repos.curate_repos has the views)."""
+    leaks = repos.find_repo_leaks(tasks, frozen, cfg.repo_near_threshold, cfg.num_perm)
+    leaked = {lk["task_id"] for lk in leaks}
+    dedupe = repos.repo_dedupe([t for t in tasks if t.task_id not in leaked],
+                               cfg.repo_near_threshold, cfg.num_perm)  # fmt: skip
+    kept, failed = verifier.verify(dedupe.kept)
+    dropped = [{"task_id": lk["task_id"], "reason": "leak", "match": lk} for lk in leaks]
+    dropped += [{**d, "reason": "near_duplicate" if d["kind"] == "near" else "exact_duplicate"}
+                for d in dedupe.dropped]  # fmt: skip
+    return {
+        "kept": kept,
+        "dropped": dropped + failed,
+        "leaks": leaks,
+        "clusters": dedupe.clusters(),
+    }
+
+
+def clean_tasks(params, executor=None, repos_dir=None) -> dict[str, Any]:
     """All of the stage but writing: returns tasks, frozen sets, quarantine and report.
 
     Without ``executor`` it opens (and closes) its own from ``params.sandbox``, so a retry
-    of this step starts on a fresh sandbox pool."""
+    of this step starts on a fresh sandbox pool. Repository sources store their snapshots
+    under ``repos_dir`` (the stage passes data/clean/repos) and verify in workspaces of a
+    second executor, opened only when there are repository tasks."""
     if executor is None:
         from codeloop.sandbox import make_executor
 
         executor = make_executor(params.sandbox)
         try:
-            return clean_tasks(params, executor)
+            return clean_tasks(params, executor, repos_dir)
         finally:
             executor.close()
+    verifier = repos.RepoVerifier(params, repos_dir)
+    try:
+        return {**_clean_tasks(params, executor, repos_dir, verifier), "repos_dir": repos_dir}
+    finally:
+        verifier.close()
+
+
+def _clean_tasks(params, executor, repos_dir, verifier) -> dict[str, Any]:
     cfg = params.clean
     quarantine: list[dict] = []
-    frozen, frozen_report = _load_frozen(cfg, executor, quarantine)
+    frozen, frozen_report = _load_frozen(cfg, executor, quarantine, repos_dir, verifier)
     tasks: list[Task] = []
     rows_in, per_source, seen = 0, [], set()
-    for spec in cfg.sources:
-        res = load_source(spec)
+    for spec in [*cfg.sources, *repos.repo_specs(cfg)[0]]:
+        res = load_source(spec, repos_dir)
         _unique_ids(res.tasks, seen)
         rows_in += res.rows_in
         quarantine += [{**q, "role": "train"} for q in res.quarantine_rows]
@@ -194,8 +231,11 @@ def clean_tasks(params, executor=None) -> dict[str, Any]:
             {**_spec_record(spec), "rows_in": res.rows_in, "loaded": len(res.tasks),
              "quarantined": len(res.quarantine_rows)}
         )  # fmt: skip
-    dropped: list[dict] = []
-    leaks = find_leaks(tasks, frozen, cfg.leak_threshold, cfg.leak_view_threshold, cfg.num_perm)
+    repo = _curate_repo_tasks([t for t in tasks if t.kind == "repo"], frozen, cfg, verifier)
+    tasks = [t for t in tasks if t.kind != "repo"]
+    dropped: list[dict] = list(repo["dropped"])
+    fn_frozen = {n: [t for t in ts if t.kind != "repo"] for n, ts in frozen.items()}
+    leaks = find_leaks(tasks, fn_frozen, cfg.leak_threshold, cfg.leak_view_threshold, cfg.num_perm)
     leaked = {lk["task_id"] for lk in leaks}
     dropped += [{"task_id": lk["task_id"], "reason": "leak", "match": lk} for lk in leaks]
     tasks = [t for t in tasks if t.task_id not in leaked]
@@ -210,6 +250,7 @@ def clean_tasks(params, executor=None) -> dict[str, Any]:
     _, heldout = heldout_split(synthetic, cfg.heldout_fraction)
     held_ids = {t.task_id for t in heldout}
     train = [split_tests(t, cfg.visible_fraction, cfg.min_visible) for t in kept if t.task_id not in held_ids]  # fmt: skip
+    train += repo["kept"]
     if heldout:
         frozen["heldout"] = [split_tests(t, cfg.visible_fraction, cfg.min_visible) for t in heldout]  # fmt: skip
     train_q = sum(1 for q in quarantine if q["role"] == "train")
@@ -223,10 +264,12 @@ def clean_tasks(params, executor=None) -> dict[str, Any]:
         "dropped_by_reason": by_reason,
         "quarantined": train_q,
         "few_tests": sum(1 for t in train if t.metadata.get("few_tests")),
+        "kept_repo": len(repo["kept"]),
         "frozen": {name: len(ts) for name, ts in sorted(frozen.items())},
     }
     counts["balanced"] = rows_in == counts["kept"] + counts["dropped"] + train_q
-    clusters = {"exact": exact.clusters(), "near": near.clusters()}
+    clusters = {"exact": exact.clusters(), "near": near.clusters(), "repo": repo["clusters"]}
+    leaks = repo["leaks"] + leaks
     return {
         "train": train,
         "frozen": frozen,
@@ -249,7 +292,7 @@ def curate(
     """`codeloop clean`: clean_tasks then write_clean under out_dir, on its own executor
     unless one is given; returns report.json's content. (The stage runs the same two
     steps from codeloop.stages.clean.)"""
-    return write_clean(params, clean_tasks(params, executor), out_dir, metrics_path)
+    return write_clean(params, clean_tasks(params, executor, Path(out_dir) / "repos"), out_dir, metrics_path)  # fmt: skip
 
 
 def write_clean(
@@ -266,6 +309,8 @@ def write_clean(
     }
     version = dataset_version(r["train"], r["frozen"], r["counts"], params_rec)
     io.write_tasks(out / "tasks.parquet", r["train"])
+    used = {t.snapshot for t in [*r["train"], *(t for ts in r["frozen"].values() for t in ts)] if t.kind == "repo"}  # fmt: skip
+    repos.sync_snapshots(r.get("repos_dir"), out / "repos", used)
     for name, ts in r["frozen"].items():
         io.write_tasks(out / "frozen" / f"{name}.parquet", ts)
     io.write_jsonl(out / "quarantine.jsonl", r["quarantine"])

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codeloop.data.repos.load import REPO_KINDS
 from codeloop.data.validate import (
     SourceError,
     check_task,
@@ -27,7 +28,7 @@ from codeloop.data.validate import (
 )
 from codeloop.schema import Task
 
-KINDS = ("synthetic", "humaneval", "mbpp", "apps", "canonical", "auto")
+KINDS = ("synthetic", "humaneval", "mbpp", "apps", "canonical", "auto", *REPO_KINDS)
 LICENSES = {
     "humaneval": "MIT",
     "mbpp": "CC-BY-4.0",
@@ -369,8 +370,14 @@ def _load_synthetic(n: int, seed: int, max_depth: int) -> LoadResult:
     return res
 
 
-def load_source(spec) -> LoadResult:
-    """Load one `SourceSpec` (kind + path, or generator settings for synthetic)."""
+def load_source(spec, repos_dir=None) -> LoadResult:
+    """Load one `SourceSpec` (kind + path, or generator settings for synthetic); repository
+    kinds store their snapshots under ``repos_dir`` (codeloop.data.repos.load)."""
+    if spec.kind in REPO_KINDS:
+        from codeloop.data.repos.load import load_repo_source
+
+        r = load_repo_source(spec, repos_dir)
+        return LoadResult(r.tasks, r.quarantine_rows, r.rows_in)
     if spec.kind == "synthetic":
         return _load_synthetic(spec.n, spec.seed, spec.max_depth)
     if spec.kind == "humaneval":

@@ -20,7 +20,9 @@ log = logging.getLogger(__name__)
 
 def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
     """Load, validate, leak-check, dedupe, verify and split; write data/clean."""
-    result = step(clean_tasks, params)  # on its own sandbox executor: a retry gets a fresh one
+    # on its own sandbox executor: a retry gets a fresh one; repository snapshots are
+    # stored content-addressed under data/clean/repos (tracked with the stage's out)
+    result = step(clean_tasks, params, repos_dir=paths.clean_dir / "repos")
     report = step(write_clean, params, result, paths.clean_dir, paths.metrics("clean"))
     log.info(
         "rows in %d: kept %d (train %d, held-out %d), dropped %d %s, quarantined %d; balanced=%s",

@@ -312,9 +312,10 @@ def _task(repo: Repo, sha: str, p: Planted, task_id: str, provenance: dict) -> T
 
 
 def _pick(planted: list[Planted], k: int, rng: random.Random) -> list[Planted]:
-    """Up to k bugs in distinct functions (two bugs in one line teach one fix twice),
-    operators taken in turn: drawn uniformly, the operators with many sites (constants,
-    returns) would crowd out the rare ones (conditions, comparisons)."""
+    """Up to k bugs in distinct functions with distinct failing sets (the clean stage
+    dedupes two bugs that fail the same tests on one snapshot), operators taken in turn:
+    drawn uniformly, the operators with many sites (constants, returns) would crowd out
+    the rare ones (conditions, comparisons)."""
     by_op: dict[str, list[Planted]] = {}
     for p in planted:
         by_op.setdefault(p.mutation.operator, []).append(p)
@@ -322,15 +323,20 @@ def _pick(planted: list[Planted], k: int, rng: random.Random) -> list[Planted]:
     rng.shuffle(ops)
     for op in ops:
         rng.shuffle(by_op[op])
-    out, used = [], set()
+    out: list[Planted] = []
+    used: set = set()
+
+    def keys(p: Planted) -> set:
+        return {p.fn.name, frozenset(f[0] for f in p.failing)}
+
     while len(out) < k and any(by_op.values()):
         for op in ops:
-            while by_op[op] and by_op[op][-1].fn.name in used:
+            while by_op[op] and keys(by_op[op][-1]) & used:
                 by_op[op].pop()
             if by_op[op] and len(out) < k:
                 p = by_op[op].pop()
                 out.append(p)
-                used.add(p.fn.name)
+                used |= keys(p)
     return out
 
 

@@ -1,0 +1,160 @@
+"""Repository task sources for the clean stage: ``synthetic_repo`` (the generator) and
+``repo:DIR`` (a directory of repository tasks: ``tasks.parquet`` + ``repos/<sha>/``, what
+``codeloop mint`` writes), each checked row by row and stored content-addressed under the
+clean stage's ``repos_dir``. A bad row is quarantined naming its file, row, field and
+reason; nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codeloop.data.repos import store
+from codeloop.data.repos.diffs import split_files
+from codeloop.data.validate import SourceError, iter_records, quarantine_row
+from codeloop.schema import Task
+
+REPO_KINDS = ("synthetic_repo", "repo")
+
+
+@dataclass
+class RepoLoad:
+    """Tasks of one repository source, its quarantined rows and its row count (the
+    fields of codeloop.data.loaders.LoadResult, which wraps it: loaders imports this)."""
+
+    tasks: list[Task] = field(default_factory=list)
+    quarantine_rows: list[dict[str, Any]] = field(default_factory=list)
+    rows_in: int = 0
+
+
+_NODE = re.compile(r"^[^\s:][^:]*\.py::\S.*$")
+
+
+def check_repo_task(task: Task, repos_dir: str | Path | None = None) -> tuple[str, str] | None:
+    """``(field, reason)`` for the first problem of a repository task, or None if sound."""
+    if not task.task_id:
+        return "task_id", "missing task_id"
+    if task.kind != "repo":
+        return "kind", f"expected kind 'repo', found {task.kind!r}"
+    if not task.prompt.strip():
+        return "prompt", "empty problem statement"
+    if not task.snapshot:
+        return "snapshot", "missing snapshot"
+    if repos_dir is not None:
+        try:
+            store.snapshot_path(repos_dir, task.snapshot)
+        except store.SnapshotError as exc:
+            return "snapshot", str(exc)
+    for name in ("patch", "bug_patch", "test_patch"):
+        text = getattr(task, name)
+        if (text or name == "patch") and not split_files(text):
+            return name, f"{name} is not a git-style diff (no 'diff --git' header)"
+    if not task.fail_to_pass:
+        return "fail_to_pass", "no FAIL_TO_PASS test"
+    for name in ("fail_to_pass", "pass_to_pass", "visible_tests", "hidden_tests"):
+        for i, node in enumerate(getattr(task, name)):
+            if not isinstance(node, str) or not _NODE.match(node):
+                return f"{name}[{i}]", f"not a pytest node id (path.py::name): {node!r}"
+    if set(task.fail_to_pass) & set(task.pass_to_pass):
+        return "pass_to_pass", "a test is in both FAIL_TO_PASS and PASS_TO_PASS"
+    if set(task.hidden_tests) & set(task.visible_tests):
+        return "hidden_tests", "a test is both visible and hidden"
+    hidden_files = {h.split("::")[0] for h in task.hidden_tests}
+    shown = {v.split("::")[0] for v in task.visible_tests}
+    if hidden_files & shown:
+        return "hidden_tests", f"hidden tests share a file with visible ones: {sorted(hidden_files & shown)}"  # fmt: skip
+    return None
+
+
+def _checked(res, source: str, file: str, tasks: list[Task], repos_dir) -> None:
+    for row, t in enumerate(tasks, start=1):
+        res.rows_in += 1
+        problem = check_repo_task(t, repos_dir)
+        if problem:
+            res.quarantine_rows.append(quarantine_row(source, file, row, *problem, t.to_row()))
+        else:
+            res.tasks.append(t)
+
+
+def load_synthetic_repos(spec, repos_dir: str | Path):
+    """Generate ``spec.n`` synthetic repository tasks and store their pristine trees."""
+    from codeloop.data.repos.synth import generate_repo_tasks
+
+    tasks, trees = generate_repo_tasks(
+        spec.n, spec.seed, min_modules=spec.min_modules, max_modules=spec.max_modules,
+        max_depth=spec.max_depth, max_distance=spec.max_distance,
+        tasks_per_repo=spec.tasks_per_repo,
+    )  # fmt: skip
+    for files in trees.values():
+        store.store_files(files, repos_dir)
+    res = RepoLoad()
+    _checked(res, "synthetic_repo", "", tasks, repos_dir)
+    return res
+
+
+def load_task_dir(path: str | Path, repos_dir: str | Path):
+    """``repo:DIR``: DIR/tasks.parquet rows whose snapshots lie in DIR/repos/<sha>/.
+
+    Each snapshot is re-hashed while it is copied into ``repos_dir``: a row whose tree is
+    missing or does not hash to its name is quarantined, never stored under a wrong id."""
+    root = Path(path)
+    table = root / "tasks.parquet"
+    if not table.is_file():
+        raise SourceError(f"repo: {root} has no tasks.parquet (expected a codeloop mint output)")
+    res = RepoLoad()
+    good: dict[str, str] = {}  # snapshot -> '' when stored, else the reason
+    for row, rec, bad in iter_records(table, "repo"):
+        res.rows_in += 1
+        if bad is not None:
+            res.quarantine_rows.append(bad)
+            continue
+        try:
+            task = Task.from_row(rec)
+        except (TypeError, ValueError) as exc:
+            res.quarantine_rows.append(quarantine_row("repo", str(table), row, "", f"not a task row: {exc}", rec))  # fmt: skip
+            continue
+        sha = task.snapshot
+        if sha and sha not in good:
+            good[sha] = _copy_snapshot(root / "repos", sha, repos_dir)
+        if sha and good[sha]:
+            res.quarantine_rows.append(quarantine_row("repo", str(table), row, "snapshot", good[sha], rec))  # fmt: skip
+            continue
+        task.metadata.setdefault("provenance", {}).update({"file": table.name, "row": row})
+        problem = check_repo_task(task, repos_dir)
+        if problem:
+            res.quarantine_rows.append(quarantine_row("repo", str(table), row, *problem, rec))
+        else:
+            res.tasks.append(task)
+    return res
+
+
+def _copy_snapshot(src_repos: Path, sha: str, repos_dir) -> str:
+    """'' once snapshot ``sha`` is stored under repos_dir from src_repos, else the reason."""
+    src = src_repos / sha
+    if not src.is_dir():
+        return f"snapshot {sha} is missing from {src_repos}"
+    try:
+        got = store.store_snapshot(src, repos_dir)
+    except store.SnapshotError as exc:
+        return str(exc)
+    if got != sha:
+        return f"snapshot {sha} does not match its tree (hashes to {got})"
+    return ""
+
+
+def load_repo_source(spec, repos_dir: str | Path | None, clones_dir: str = ""):
+    """Load one repository source spec (REPO_KINDS) into checked tasks under repos_dir."""
+    if repos_dir is None:
+        raise SourceError(f"source kind {spec.kind!r} needs the clean stage's repos_dir")
+    if spec.kind == "synthetic_repo":
+        return load_synthetic_repos(spec, repos_dir)
+    if not spec.path:
+        raise SourceError(f"source kind {spec.kind!r} needs a path")
+    if spec.kind == "repo":
+        return load_task_dir(spec.path, repos_dir)
+    raise SourceError(
+        f"unknown repository source kind {spec.kind!r}; allowed: {', '.join(REPO_KINDS)}"
+    )
