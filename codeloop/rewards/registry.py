@@ -29,6 +29,7 @@ class RewardInput:
     actions: list[Action] = field(default_factory=list)
     judge_score: float | None = None  # in [0, 1]; only for versions with needs_judge
     critic_score: float | None = None  # predicted pass probability; needs_critic
+    repo: object | None = None  # repository tasks: the judge's RepoVerdict (v3)
 
 
 @dataclass(frozen=True)
@@ -148,9 +149,31 @@ def reward_v2_judge(inp: RewardInput) -> RewardOutput:
     return RewardOutput(_r(_v2_total(comps) + 0.15 * comps["judge"]), comps, steps)
 
 
+def reward_v3(inp: RewardInput) -> RewardOutput:
+    """Repository tasks: 1.0 resolved + 0.3 RLTF-style F2P credit + process - penalties.
+
+    Evidence is the judge's verdict on the final diff (codeloop.agent.judge: fresh tree,
+    test files restored, F2P/P2P/hidden run in the sandbox), never the agent's own test
+    runs. Why these weights: a resolved episode scores >= 1.3 - costs; the best unresolved
+    one 0.3 + 0.1 process, so shaping never outranks resolving. A broken PASS_TO_PASS costs
+    0.5 x the broken share (regressions are worse than no progress); a diff that does not
+    apply costs 0.2 (no dodging by garbage). Process: potential differences over the
+    visible pass count of successive run_tests observations (breaking and re-fixing nets
+    0). 0.002 per step and 0.02 per malformed call. A disqualifying hack flag zeroes the
+    pass terms (codeloop.rewards.repo).
+    """
+    from codeloop.rewards.repo import repo_reward
+
+    if inp.repo is None:
+        raise ValueError(f"reward v3 scores repository tasks: no verdict for {inp.task.task_id}")
+    reward, comps, steps = repo_reward(inp.repo, inp.task, inp.actions)
+    return RewardOutput(reward, comps, steps)
+
+
 REGISTRY: dict[str, Composition] = {
     "v1": Composition("v1", reward_v1),
     "v2": Composition("v2", reward_v2),
+    "v3": Composition("v3", reward_v3),
     # Model-based versions are not golden-pinned: their score depends on a model file or
     # an endpoint, so replay only agrees when that model is the same.
     "v2-critic": Composition("v2-critic", reward_v2_critic, released=False, needs_critic=True),
