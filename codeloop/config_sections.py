@@ -260,6 +260,11 @@ class RewardConfig(_Section):
         "v1",
         description="Reward composition (codeloop.rewards.registry): v1, v2, v2-critic, ..., v3 (repo tasks).",
     )
+    repo_version: str = Field(
+        "v3",
+        description="Reward composition for repository (agent) tasks: judged final diff; "
+        "function tasks use `version`.",
+    )
     judge_kind: Literal["http", "hf"] = Field(
         "http", description="Judge backend (v2-judge): OpenAI-compatible HTTP or local HF model."
     )
@@ -273,7 +278,7 @@ class RewardConfig(_Section):
     judge_timeout_s: float = Field(30.0, gt=0, le=600, description="Judge: HTTP timeout (s).")
     critic_path: str = Field("", description="Critic directory (critic.json + .npz), v2-critic.")
 
-    @field_validator("version")
+    @field_validator("version", "repo_version")
     @classmethod
     def _known_version(cls, v: str) -> str:
         if v not in REWARD_VERSIONS:

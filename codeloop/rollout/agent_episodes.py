@@ -296,3 +296,27 @@ def run_mixed_rollout(
     for t in tasks:
         out += rows.pop(t.task_id, [])
     return out
+
+
+def agent_envs_root(tasks: list[Task], clean_envs: str, scratch: str) -> str:
+    """The envs root agent stages mount: ``scratch`` (pytest and our plugins are built
+    there from the venv), with each task's own environment dir copied in once from the
+    clean stage's ``clean_envs`` (FileNotFoundError naming the task when it is missing)."""
+    import os
+    import shutil
+
+    os.makedirs(scratch, exist_ok=True)
+    os.chmod(scratch, 0o755)
+    for t in tasks:
+        if t.kind != "repo" or not t.environment:
+            continue
+        dest = os.path.join(scratch, t.environment)
+        if os.path.isdir(dest):
+            continue
+        src = os.path.join(clean_envs, t.environment)
+        if not os.path.isdir(src):
+            raise FileNotFoundError(f"task {t.task_id}: environment {src} does not exist")
+        tmp = dest + f".tmp{os.getpid()}"
+        shutil.copytree(src, tmp, symlinks=False)
+        os.replace(tmp, dest)  # whole or absent: a killed copy never passes for a built env
+    return scratch
