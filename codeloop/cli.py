@@ -21,6 +21,7 @@ COMMANDS = {
     "report": "report",
     "archive": "archive",
     "export": "export",
+    "env": "env_cmd",
 }
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from codeloop.config_sections import (  # re-exported: codeloop.config is the one entry
     REWARD_VERSIONS,
+    AgentConfig,
     BucketConfig,
     CleanConfig,
     CriticConfig,
@@ -64,6 +65,7 @@ __all__ = [
     "EvaluateConfig",
     "RetentionConfig",
     "RunnerConfig",
+    "AgentConfig",
 ]
 
 DEFAULT_PARAMS = Path("params.yaml")
@@ -94,6 +96,9 @@ class Params(_Section):
     )
     runner: RunnerConfig = Field(default_factory=RunnerConfig, description="Task runner.")
     retention: RetentionConfig = Field(default_factory=RetentionConfig, description="Archive.")
+    agent: AgentConfig = Field(
+        default_factory=AgentConfig, description="Coding agent's environment (repo tasks)."
+    )
 
 
 def _describe(err: dict[str, Any], model: type[BaseModel]) -> str:

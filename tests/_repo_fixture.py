@@ -121,3 +121,16 @@ def make_repo_task(root: str | Path, extra_modules: int = 0, extra_tests: int = 
         pass_to_pass=visible[:3] + visible[4:],
         visible_tests=visible, hidden_tests=["tests/test_hidden.py::test_add_negative"],
     )  # fmt: skip
+
+
+def open_agent_env(root: str | Path, backend: str = "local", workers: int = 2, **agent_kw):
+    """(AgentEnv, executor, task) over a fresh repository task under ``root``; the caller
+    closes the executor."""
+    from codeloop.agent.env import AgentEnv, make_agent_executor
+    from codeloop.config import AgentConfig, SandboxConfig
+
+    root = Path(root)
+    task = make_repo_task(root, agent_kw.pop("extra_modules", 0), agent_kw.pop("extra_tests", 0))
+    cfg = AgentConfig(envs_dir=str(root / "envs"), **agent_kw)
+    ex = make_agent_executor(SandboxConfig(backend=backend, workers=workers, timeout_s=30.0), cfg)
+    return AgentEnv(ex, cfg, str(root / "repos"), str(root / "bases")), ex, task
