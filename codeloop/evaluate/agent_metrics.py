@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from codeloop.evaluate.metrics import PASS_KS, pass_at_k
+from codeloop.evaluate.passk import PASS_KS, pass_at_k
 from codeloop.schema import Trajectory
 
 INVALID_KINDS = frozenset({"parse_error", "unknown_tool", "bad_args"})

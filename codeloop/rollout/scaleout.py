@@ -52,6 +52,7 @@ class ChunkJob:
     resume_inputs: dict = field(default_factory=dict)  # what every shard key hashes
     agent: Any = None  # the agent params (codeloop.config AgentConfig) for repo tasks
     repos_dir: str = ""  # data/clean/repos: the repo tasks' snapshots
+    envs_root: str = ""  # test env dirs the agent sandbox mounts (repo tasks)
 
 
 def _roll(job: ChunkJob, tasks: list[Task], policy, executor) -> list[Trajectory]:
@@ -91,7 +92,8 @@ def run_chunk(job: ChunkJob) -> list[Trajectory]:
         import torch
 
         torch.set_num_threads(job.torch_threads)
-    executor = make_executor(job.sandbox)
+    agent = any(t.kind == "repo" for t in job.tasks)  # workspaces only when needed
+    executor = make_executor(job.sandbox, workspaces=agent, envs_root=job.envs_root or None)
     out: list[Trajectory] = []
     try:
         for i, group in enumerate(groups):
@@ -120,6 +122,7 @@ def fan_out_rollout(
     resume_dir: str = "",
     agent: Any = None,
     repos_dir: str = "",
+    envs_root: str = "",
 ) -> list[Trajectory]:
     """All tasks' trajectories in task order, scored by ``score`` (None: rollout only).
 
@@ -161,6 +164,7 @@ def fan_out_rollout(
             resume_inputs=inputs,
             agent=agent,
             repos_dir=str(repos_dir),
+            envs_root=str(envs_root),
         )
         for c in chunked(units, n_chunks or runner.workers)
     ]
