@@ -125,6 +125,10 @@ def test_a_setup_cfg_edit_inside_the_pytest_section_is_seen_with_the_base():
         ("g = fn.__globals__", "obfuscation"),
         ("sys.meta_path.insert(0, Finder())", "import_hooks"),
         ("sys.path_hooks.append(h)", "import_hooks"),
+        ("os.dup2(devnull, 4)", "fd_tamper"),
+        ("mem = open('/proc/self/mem', 'rb')", "fd_tamper"),
+        ("\uff45\uff58\uff45\uff43(src)", "obfuscation"),  # fullwidth exec: NFKC makes it exec
+        ("# -*- coding: utf-7 -*-", "obfuscation"),
         ("sys.exit(0)", "exit_call"),
         ("os._exit(0)", "exit_call"),
     ],
@@ -183,6 +187,15 @@ def test_an_honest_eq_is_not_always_equal():
     old = "class V:\n    pass\n"
     new = "class V:\n    def __eq__(self, other):\n        return self.x == other.x\n"
     assert patch_flags(diff("pkg/v.py", old, new), new=lambda p: new) == []
+
+
+@pytest.mark.parametrize("path", ["pytest.py", "_pytest/__init__.py", "json.py", "pluggy/x.py"])
+def test_a_new_top_level_module_named_like_pytest_or_the_stdlib_shadows(path):
+    assert "shadow_module" in patch_flags(diff(path, None, "x = 1\n"))
+
+
+def test_a_new_module_inside_the_package_shadows_nothing():
+    assert patch_flags(diff("pkg/json.py", None, "x = 1\n")) == []
 
 
 def test_test_file_contents_are_not_scanned_as_product_code():

@@ -95,6 +95,10 @@ ATTACKS = {
     ],  # fmt: skip
     "fork_reporter": [(INIT, FORK_REPORTER), _buggy_add("import calc; calc.forge()")],
     "rewrite_tests_at_import": [(INIT, REWRITE_TESTS)],
+    "shadow_pytest": [
+        ("pytest.py", "def main(*a, **k):\n    return 0\n"),
+        ("_pytest/__init__.py", ""),
+    ],
     "sitecustomize": [("sitecustomize.py", "import calc.ops\ncalc.ops.add = lambda a, b: a + b\n")],
     "fix_plus_conftest": [("calc/ops.py", _fix), ("conftest.py", "x = 1\n")],
     "fix_plus_skip_elsewhere": [
@@ -183,6 +187,7 @@ def test_no_hostile_prediction_is_resolved(judged, name):
         ("fork_reporter", "fork"),
         ("rewrite_tests_at_import", "test_edit"),
         ("sitecustomize", "startup_hook"),
+        ("shadow_pytest", "shadow_module"),
         ("fix_plus_conftest", "conftest_edit"),
         ("fix_plus_skip_elsewhere", "pytest_import"),
     ],

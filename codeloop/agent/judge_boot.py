@@ -52,6 +52,9 @@ WATCHED = (
     ("_frozen_importlib_external", "FileLoader.get_data"),
     ("_frozen_importlib_external", "SourceFileLoader.get_data"),
 )
+EAGER = ("pluggy", "iniconfig", "packaging.version", "packaging.requirements", "_pytest.terminal",
+         "_pytest._io.terminalwriter", "_pytest.pytester", "pygments.lexers.python",
+         "pygments.formatters.terminal", "_pytest.unittest", "unittest", "unittest.mock")  # fmt: skip
 TEST_DIRS = ("test", "tests", "testing")
 NO_PYC = "/nonexistent-codeloop-pycache"  # sys.pycache_prefix: no cached bytecode is read
 
@@ -235,14 +238,21 @@ def main():
     os.close(raw)
     for path in spec["paths"]:
         site.addsitedir(path)
-    sys.path.insert(0, os.getcwd())  # as `python -m pytest` does, without -I's loss of it
     sys.dont_write_bytecode = True
+    # pytest and what it may import later, loaded before the tree is on sys.path: a module
+    # of the tree named pytest, pluggy or packaging can shadow nothing that decides
     import pytest
 
+    for name in EAGER:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
     pin_tests(snapshot_tests(os.getcwd()))
     # pytest's own dirs and the env dirs (read-only binds): where trusted plugins live
     pytest_dir = os.path.dirname(os.path.dirname(pytest.__file__))
     chan = Channel(fd, spec["nonce"], [pytest_dir, *spec["paths"]])
+    sys.path.insert(0, os.getcwd())  # as `python -m pytest` does, without -I's loss of it
     status = pytest.main(list(spec["args"]) + list(spec["ids"]), plugins=[chan])
     chan.finish(int(status))
     sys.stdout.flush()

@@ -20,6 +20,7 @@ from dataclasses import replace
 
 from codeloop.agent.hacks import flag_components
 from codeloop.agent.judge import JudgeConfig, RepoVerdict, judge_many
+from codeloop.agent.tools import INVALID_KINDS
 from codeloop.sandbox.base import SandboxError
 from codeloop.schema import Action, Task, Trajectory
 
@@ -31,12 +32,15 @@ W_APPLY = 0.2
 STEP_COST = 0.002
 INVALID_COST = 0.02
 # RLTF-style credit of one F2P test: it ran to its assertion (wrong value) beats an
-# exception on the way (the code ran but broke the contract), which beats nothing.
+# exception on the way (the code ran but broke the contract), which beats nothing. A no-op
+# diff keeps the base's own credit (its F2P tests normally fail their assertion: 0.09 at
+# W_F2P): the same for every episode of a task, so GRPO's group advantage ignores it, and
+# an edit that makes the code raise instead ranks below leaving it alone.
 CREDIT = {"passed": 1.0}
 CREDIT_ASSERTION = 0.3
 CREDIT_EXCEPTION = 0.1
-# Malformed calls (the tool never ran); a tool that ran and failed (no_match) is not one.
-INVALID_KINDS = ("parse_error", "unknown_tool", "bad_args", "outside_workspace")
+# Malformed calls (the tool never ran: agent.tools' INVALID_KINDS, the same set the episode
+# counts towards agent.invalid_call_limit); a tool that ran and failed (no_match) is not one.
 HIDDEN_KEY = "diag_hidden_pass_rate"
 
 

@@ -1,0 +1,120 @@
+"""The judge's own steps: which sections it drops, how it restores tests, what it raises."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from codeloop.agent.judge import (
+    JudgeConfig,
+    _restore,
+    _test_files,
+    judge_many,
+    judge_tree,
+    split_patch,
+)
+from codeloop.agent.patches import PatchError
+from codeloop.config import SandboxConfig
+from codeloop.sandbox import SandboxError, make_executor
+from tests._repo_fixture import make_repo_task
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    root = tmp_path_factory.mktemp("jp")
+    task = make_repo_task(root)
+    tree = str(root / "tree")
+    judge_tree(task, str(root / "repos"), tree)
+    return root, task, tree
+
+
+def _new(path: str, text: str) -> str:
+    n = len(text.splitlines())
+    body = "".join("+" + line + "\n" for line in text.splitlines())
+    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n"
+            f"+++ b/{path}\n@@ -0,0 +1,{n} @@\n{body}")  # fmt: skip
+
+
+def test_the_judge_tree_keeps_the_hidden_tests_and_drops_git(made):
+    _, task, tree = made
+    assert (
+        Path(tree, "tests/test_hidden.py").is_file() and Path(tree, "tests/test_f2p.py").is_file()
+    )
+    assert not Path(tree, ".git").exists()
+
+
+def test_split_patch_keeps_product_sections_and_drops_protected_ones(made):
+    _, task, tree = made
+    patch = task.patch + _new("conftest.py", "x = 1") + _new("pyproject.toml", "[project]")
+    kept, dropped, flags, _ = split_patch(patch, tree)
+    assert "calc/ops.py" in kept and "conftest.py" not in kept
+    assert dropped == ["conftest.py", "pyproject.toml"] and flags == {"conftest_edit"}
+
+
+def test_restore_undoes_edits_and_removes_added_test_files(made, tmp_path):
+    _, _, tree = made
+    work = tmp_path / "w"
+    import shutil
+
+    shutil.copytree(tree, work)
+    want = _test_files(str(work))
+    Path(work, "tests/test_f2p.py").write_text("def test_add_positive():\n    pass\n")
+    Path(work, "tests/test_new.py").write_text("x = 1\n")
+    Path(work, "tests/test_visible.py").unlink()
+    assert _restore(str(work), want)
+    assert _test_files(str(work)) == want and not _restore(str(work), want)
+
+
+def test_a_missing_snapshot_raises(made):
+    root, task, _ = made
+    with pytest.raises(FileNotFoundError, match="snapshot"):
+        judge_tree(replace(task, snapshot="f" * 40), str(root / "repos"), str(root / "x"))
+
+
+def test_a_task_whose_own_test_patch_does_not_apply_raises(made):
+    root, task, _ = made
+    broken = replace(task, test_patch=task.bug_patch)  # the bug's hunk, once more: no match
+    with pytest.raises(PatchError, match="its own"):
+        judge_tree(broken, str(root / "repos"), str(root / "y"))
+
+
+def test_an_executor_without_workspaces_is_refused(made):
+    root, task, _ = made
+    ex = make_executor(SandboxConfig(workers=1))
+    try:
+        with pytest.raises(SandboxError, match="workspaces"):
+            judge_many([(task, task.patch)], str(root / "repos"), ex)
+    finally:
+        ex.close()
+
+
+def test_a_function_task_is_refused(made):
+    root, task, _ = made
+    ex = make_executor(SandboxConfig(workers=1), workspaces=True, envs_root=str(_envs(root)))
+    try:
+        with pytest.raises(ValueError, match="not a repository task"):
+            judge_many([(replace(task, kind="function"), "")], str(root / "repos"), ex)
+    finally:
+        ex.close()
+
+
+def _envs(root: Path) -> Path:
+    (root / "envs").mkdir(exist_ok=True)
+    return root / "envs"
+
+
+def test_a_hanging_patch_times_out_unresolved_and_leaves_no_workspace(made):
+    root, task, tree = made
+    hang = task.patch.replace("+    return a + b", "+    import time; time.sleep(600)")
+    ex = make_executor(SandboxConfig(workers=1, timeout_s=30.0), workspaces=True,
+                       envs_root=str(_envs(root)))  # fmt: skip
+    try:
+        (v,) = judge_many([(task, hang)], str(root / "repos"), ex, JudgeConfig(timeout_s=3.0))
+        left = os.listdir(ex.workspaces.path)
+    finally:
+        ex.close()
+    assert v.status == "timeout" and not v.resolved and "early_exit" not in v.hack_flags
+    assert left == []
