@@ -13,6 +13,7 @@ COMMANDS = {
     "dvc-deps": "dvc_deps",
     "exec": "exec_cmd",
     "clean": "clean",
+    "mint": "mint",
     "replay": "replay",
     "critic": "critic",
     "preflight": "preflight",

@@ -27,6 +27,13 @@ if [ ! -x /usr/bin/python3 ]; then
     exit 1
   fi
 fi
+# The real package `codeloop mint` is tested on (issue 14): a pinned sdist that ships its
+# pytest suite, fetched once into the ignored .cache/mint/ (offline after that; the test
+# checks its sha256 and skips with a reason when it is absent).
+if [ ! -f .cache/mint/inflection-0.5.1.tar.gz ]; then
+  .venv/bin/python -m pip download -q --no-deps --no-binary :all: "inflection==0.5.1" \
+    -d .cache/mint >/dev/null 2>&1 || echo "codeloop: could not fetch the inflection sdist" >&2
+fi
 export PATH="$PWD/.venv/bin:$PATH"
 export DVC_NO_ANALYTICS=1 DO_NOT_TRACK=1 PREFECT_SERVER_ANALYTICS_ENABLED=false
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false

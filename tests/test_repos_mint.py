@@ -1,0 +1,128 @@
+"""`codeloop mint` on a real package from the registry (inflection 0.5.1's sdist, fetched
+by scripts/setup.sh) and on a small local repository: validated tasks, an honest report,
+statements that never show the bug."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import pytest
+
+from codeloop.config import parse_params
+from codeloop.data.curate import curate
+from codeloop.data.repos.mint import MintConfig, mint_repo
+from codeloop.io import read_json, read_tasks
+
+REPO = Path(__file__).resolve().parents[1]
+SDIST = REPO / ".cache" / "mint" / "inflection-0.5.1.tar.gz"
+SDIST_SHA256 = "1a29730d366e996aaacffb2f1f1cb9593dc38e2ddd30c91250c6dde09ea9b417"
+
+
+@pytest.fixture(scope="module")
+def minted(tmp_path_factory):
+    if not SDIST.exists():
+        pytest.skip(f"{SDIST} absent: scripts/setup.sh fetches it from the package registry")
+    assert hashlib.sha256(SDIST.read_bytes()).hexdigest() == SDIST_SHA256
+    out = tmp_path_factory.mktemp("mint") / "inflection"
+    from codeloop.cli import main
+
+    rc = main(["mint", "--repo", str(SDIST), "--out", str(out), "--max", "5", "--seed", "1",
+               "--workers", "2", "--license", "MIT"])  # fmt: skip
+    assert rc == 0
+    return out
+
+
+def test_the_real_package_mints_the_tasks_asked_for(minted):
+    tasks = read_tasks(minted / "tasks.parquet")
+    assert len(tasks) == 5 and {t.kind for t in tasks} == {"repo"}
+    assert len({t.snapshot for t in tasks}) == 1  # one pristine snapshot for all
+    assert [p.name for p in (minted / "repos").iterdir()] == [tasks[0].snapshot]
+
+
+def test_the_report_accounts_for_every_candidate_tried(minted):
+    r = read_json(minted / "report.json")
+    assert r["tried"] == r["kept"] + sum(r["rejected"].values())
+    assert sum(v["tried"] for v in r["per_operator"].values()) == r["tried"]
+    assert sum(v["kept"] for v in r["per_operator"].values()) == r["kept"] == 5
+    assert r["tests"]["stable"] > 400 and read_json(minted / "manifest.json")["tasks"] == 5
+
+
+def test_every_minted_reference_resolves_and_no_empty_patch_does(minted, tmp_path):
+    params = parse_params({
+        "clean": {"sources": [{"kind": "repo", "path": str(minted)}], "frozen": [],
+                  "verify_runs": 0, "repo_verify_runs": 1},
+        "sandbox": {"backend": "local", "timeout_s": 60},
+    })  # fmt: skip
+    report = curate(params, tmp_path / "clean")
+    assert report["kept_repo"] == 5 and report["dropped"] == 0, report["dropped_tasks"]
+
+
+def test_a_minted_statement_never_shows_the_changed_line(minted):
+    for t in read_tasks(minted / "tasks.parquet"):
+        changed = [x[1:].strip() for x in t.bug_patch.splitlines()
+                   if x[:1] in "+-" and not x.startswith(("+++", "---"))]  # fmt: skip
+        telling = [x for x in changed if len(x) >= 10]  # "))" and "pass" name nothing
+        assert changed and not any(line in t.prompt for line in telling), t.task_id
+        quoted = re.match(r"The test `([^`]+)` fails", t.prompt).group(1)
+        assert "Failure:" in t.prompt and quoted in t.fail_to_pass
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+SMALL = {
+    "calc/__init__.py": "",
+    "calc/ops.py": "def add(a, b):\n    return a + b\n\n\ndef limit(x):\n    if x > 10:\n        return 10\n    return x\n",  # noqa: E501
+    "tests/test_add.py": "from calc.ops import add, limit\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_limit():\n    assert limit(12) == 10\n    assert limit(3) == 3\n",  # noqa: E501
+    "tests/test_more.py": "from calc.ops import add, limit\n\n\ndef test_add_more():\n    assert add(4, 1) == 5\n\n\ndef test_limit_more():\n    assert limit(11) == 10\n",  # noqa: E501
+    "tests/test_broken.py": "def test_always_fails():\n    assert 1 == 2\n",
+}
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("small")
+    src = _write(tmp / "calc-repo", SMALL)
+    res = mint_repo(src, tmp / "out", MintConfig(max_tasks=20, seed=0, workers=2,
+                                                 hidden_fraction=0.5))  # fmt: skip
+    return res, tmp / "out"
+
+
+def test_a_failing_pristine_test_is_excluded_from_every_task(small):
+    res, out = small
+    assert res.tasks
+    assert read_json(out / "report.json")["tests"]["excluded_flaky_or_failing"] == [
+        "tests/test_broken.py::test_always_fails"
+    ]
+    for t in res.tasks:
+        assert not any("test_broken" in n for n in t.all_tests() + t.pass_to_pass)
+
+
+def test_two_kept_tasks_never_fail_the_same_set_of_tests(small):
+    res, _ = small
+    sets = [frozenset([*t.fail_to_pass, *t.metadata["hidden_fail_to_pass"]]) for t in res.tasks]
+    assert len(sets) == len(set(sets))
+
+
+def test_hidden_tests_are_whole_files_and_the_quoted_test_stays_visible(small):
+    res, _ = small
+    hidden_any = False
+    for t in res.tasks:
+        hidden_files = {n.split("::")[0] for n in t.hidden_tests}
+        assert not hidden_files & {n.split("::")[0] for n in t.visible_tests}
+        quoted = re.match(r"The test `([^`]+)` fails", t.prompt).group(1)
+        assert quoted in t.fail_to_pass
+        hidden_any |= bool(t.metadata["hidden_fail_to_pass"])
+    assert hidden_any  # the 0.5 fraction hid one of the two failing files somewhere
+
+
+def test_a_repository_whose_suite_does_not_collect_is_refused(tmp_path):
+    src = _write(tmp_path / "bad", {"pkg.py": "x = 1\n", "test_pkg.py": "import nonexistent\n"})
+    with pytest.raises(RuntimeError, match="does not collect|no test"):
+        mint_repo(src, tmp_path / "out", MintConfig(max_tasks=2, workers=1))
