@@ -140,6 +140,7 @@ class Workspace:
         """A workspace holding ``task``'s base; ``new_dir()`` gives a fresh empty dir."""
         ws = cls(new_dir(), cache.get(task))
         copy_tree(ws.base, ws.path)
+        os.chmod(ws.path, 0o700)  # cp -a gave it the base's mode
         return ws
 
     def reset(self) -> None:
@@ -151,6 +152,7 @@ class Workspace:
             else:
                 os.unlink(p)
         copy_tree(self.base, self.path)
+        os.chmod(self.path, 0o700)
 
     def diff(self) -> str:
         """The episode's edit: git-style diff base -> workspace, test files excluded."""

@@ -29,7 +29,10 @@ class WorkspaceRoot:
 
     def __init__(self, envs_root: str | None = None, owner: int | None = None) -> None:
         self.path = os.path.realpath(tempfile.mkdtemp(prefix="codeloop-ws-"))
-        os.chmod(self.path, 0o711)
+        # enterable, not listable: as root jobs are "other" (0711); without root a job is
+        # the dir's owner, so the owner's read bit goes too (0311; see command.py for the
+        # limit of that: an owner can chmod)
+        os.chmod(self.path, 0o711 if os.geteuid() == 0 else 0o311)
         self.envs_root = os.path.realpath(envs_root) if envs_root else None
         if self.envs_root and not os.path.isdir(self.envs_root):
             raise SandboxError(f"envs root {self.envs_root} is not a directory")
@@ -72,6 +75,8 @@ class WorkspaceRoot:
         paths = [top]
         for root, dirs, files in os.walk(top):
             paths += [os.path.join(root, n) for n in dirs + files]
+        if back:  # whatever mode the command gave it: its token is no key for others
+            os.chmod(top, 0o700)
         for p in paths:
             if os.geteuid() == 0:
                 os.lchown(p, *((0, 0) if back else (self.owner, self.owner)))
@@ -79,7 +84,19 @@ class WorkspaceRoot:
                 os.chmod(p, 0o777 if os.path.isdir(p) else 0o666)
 
     def close(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+        """Remove every workspace, also what a command made unreadable (chmod 000)."""
+
+        def fix(func, path, exc):  # noqa: ARG001 - shutil's onerror signature
+            os.chmod(os.path.dirname(path), 0o700)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, 0o700)
+                shutil.rmtree(path, onerror=fix)
+            elif os.path.lexists(path):
+                os.unlink(path)
+
+        if os.path.isdir(self.path):
+            os.chmod(self.path, 0o700)
+            shutil.rmtree(self.path, onerror=fix)
 
 
 def cmd_request(job: CmdJob, ws: WorkspaceRoot, timeout_s: float, memory_mb: int) -> dict:

@@ -14,8 +14,10 @@ As root the workspace is handed to the slot's leased uid before the command and 
 root after it (``lchown`` over the tree, never following a link: only our own host-side
 tools and earlier commands of this episode wrote there, and every process of those commands
 is dead by then), so between its commands a workspace is root's, mode 0700. Without root
-(a user namespace maps one uid) every workspace is the invoking user's: then only the
-unlistable /ws and the 128-bit token keep episodes apart.
+(a user namespace maps one uid) every workspace is the invoking user's, and so is /ws
+(mode 0311): a command cannot list it, but as its owner it could chmod it and then list
+the other workspaces of the same executor (never a hidden test or a reference patch:
+those are in no workspace). Isolation between concurrent episodes needs root or docker.
 """
 
 import os
@@ -43,6 +45,7 @@ def hand_over(ws, uid):
     if uid is None or os.getuid() != 0:
         return
     os.lchown(ws, uid, uid)
+    os.chmod(ws, 0o700)  # whatever mode the command gave it: its token is no key for others
     for top, dirs, files in os.walk(ws):  # followlinks=False: a linked dir is not entered
         for name in dirs + files:
             os.lchown(os.path.join(top, name), uid, uid)
