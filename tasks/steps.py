@@ -39,8 +39,9 @@ ARTIFACTS: dict[str, Callable[[Any], None]] = {
     "summarize": publish_components,
     "agent_summary": publish_agent_artifacts,
     "gate": lambda r: publish_gate_artifacts(r["decision"], r["alarms"]),
-    "write_eval": lambda r: publish_eval_artifacts(
-        r["result"], r["trend"], r["data_report"], r["score"]
+    "write_eval": lambda r: (
+        publish_eval_artifacts(r["result"], r["trend"], r["data_report"], r["score"]),
+        [publish_agent_artifacts(s, prefix="agent-eval") for s in r.get("agent", {}).values()],
     ),
 }
 

@@ -134,6 +134,8 @@ def _record(e: _AgentEpisode, fmt, obs: Observation, policy) -> None:
     """Store the observation; end the episode where the env says so (submitted,
     invalid_action_limit, max_steps) or where the context is full; else append its ids."""
     act = e.actions[-1]
+    if not obs.status:  # a status on every action, as function episodes have
+        obs.status = obs.error_kind or "ok"
     act.observation = obs
     act.duration_ms = float(obs.duration_ms)
     e.exec_ms += act.duration_ms

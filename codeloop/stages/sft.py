@@ -29,11 +29,15 @@ def collect_demos(params: Params, paths: Paths, tasks: list[Task]) -> tuple[list
     """Expert episodes on the repo training tasks, through the real environment."""
     from codeloop.agent.env import AgentEnv
     from codeloop.data.repos.expert import expert_calls
+    from codeloop.rollout.agent_episodes import agent_envs_root
     from codeloop.rollout.demos import expert_demos
     from codeloop.sandbox import make_executor
 
-    executor = make_executor(params.sandbox)
-    env = AgentEnv(executor, params.agent, str(paths.repos_dir))
+    envs = agent_envs_root(tasks, str(paths.clean_envs_dir), str(paths.agent_envs_dir))
+    executor = make_executor(params.sandbox, workspaces=True, envs_root=envs)
+    # The expert is never cut by the rollout's step cap: a demonstration is a whole solve.
+    cfg = params.agent.model_copy(update={"max_steps": 500})
+    env = AgentEnv(executor, cfg, str(paths.repos_dir))
     try:
         demos, report = expert_demos(tasks, env, lambda t: expert_calls(t, paths.repos_dir))
     finally:
