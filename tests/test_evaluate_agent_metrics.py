@@ -80,5 +80,9 @@ def test_agent_metrics_tool_mix_counts_calls_and_errors_per_tool():
 
 def test_agent_metrics_rendered_episode_shows_every_step_in_order():
     text = render_episode(TRAJS[1])
-    assert text.index("step 0: `read_file`") < text.index("step 1: `edit`") < text.index("step 2: `submit`")
+    assert (
+        text.index("step 0: `read_file`")
+        < text.index("step 1: `edit`")
+        < text.index("step 2: `submit`")
+    )
     assert "error `no_match`" in text
