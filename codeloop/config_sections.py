@@ -40,7 +40,9 @@ class SftConfig(_Section):
     batch_size: int = Field(16, ge=1, description="SFT sequences per step.")
     lr: float = Field(3e-3, gt=0, le=1.0, description="SFT AdamW peak learning rate.")
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps before cosine decay.")
-    max_len: int = Field(512, ge=32, description="Longest SFT example in tokens (longer: skipped).")
+    max_len: int = Field(
+        1024, ge=32, description="Longest SFT example in tokens (longer: skipped)."
+    )
     revise_fraction: float = Field(
         0.5,
         ge=0,
@@ -49,7 +51,7 @@ class SftConfig(_Section):
         "(wrong program + its feedback -> reference), so multi-turn fixes can succeed.",
     )
     agent_fraction: float = Field(
-        0.0,
+        0.03,
         ge=0,
         lt=1,
         description="Share of SFT examples that are expert agent episodes on repository "
@@ -81,13 +83,13 @@ class SourceSpec(_Section):
 
 class RepoTasksConfig(_Section):
     enabled: bool = Field(
-        False,
+        True,
         description="Add synthetic repository tasks (codeloop.data.repos.synth) to the training "
         "sources and their held-out frozen set 'heldout_repo'; off until rollout runs them.",
     )
-    n: int = Field(200, ge=1, description="Synthetic repository tasks for training.")
+    n: int = Field(60, ge=1, description="Synthetic repository tasks for training.")
     seed: int = Field(0, description="Generator seed of the training repositories.")
-    heldout_n: int = Field(40, ge=0, description="Tasks of the held-out repositories (frozen).")
+    heldout_n: int = Field(20, ge=0, description="Tasks of the held-out repositories (frozen).")
     heldout_seed: int = Field(
         1000, description="Generator seed of the held-out repositories (never a training seed)."
     )
@@ -240,7 +242,7 @@ class RolloutConfig(_Section):
     repetition_penalty: float = Field(1.0, ge=1, le=5, description="HF repetition penalty.")
     max_new_tokens: int = Field(64, ge=1, le=8192, description="Tokens per generation.")
     agent_max_new_tokens: int = Field(
-        128, ge=1, le=8192, description="Tokens per tool call of an agent (repo task) turn."
+        96, ge=1, le=8192, description="Tokens per tool call of an agent (repo task) turn."
     )
     batch_size: int = Field(64, ge=1, description="Sequences per generate() call.")
     seed: int = Field(0, description="Sampling seed.")
@@ -404,7 +406,7 @@ class EvaluateConfig(_Section):
     max_new_tokens: int = Field(128, ge=1, le=8192, description="Tokens per generation.")
     max_steps: int = Field(1, ge=1, le=20, description="Turns per eval episode.")
     agent_max_new_tokens: int = Field(
-        128, ge=1, le=8192, description="Tokens per tool call in repo-task eval episodes."
+        96, ge=1, le=8192, description="Tokens per tool call in repo-task eval episodes."
     )
     max_tasks_per_set: int = Field(0, ge=0, description="Cap per frozen set; 0 = all.")
     gate_tolerance: float = Field(
@@ -433,11 +435,11 @@ class AgentConfig(_Section):
     """The coding agent's environment (repository tasks; codeloop.agent)."""
 
     observation_chars: int = Field(
-        4000, ge=200, le=200_000,
+        1500, ge=200, le=200_000,
         description="Budget of one observation (chars); longer output is cut with a marker.",
     )  # fmt: skip
     max_steps: int = Field(
-        30, ge=1, le=500, description="Tool calls per episode before it ends (max_steps)."
+        8, ge=1, le=500, description="Tool calls per episode before it ends (max_steps)."
     )
     bash: bool = Field(
         False, description="Offer the bash tool (same seal; off by default: file tools suffice)."

@@ -52,7 +52,7 @@ def test_the_report_accounts_for_every_candidate_tried(minted):
 def test_every_minted_reference_resolves_and_no_empty_patch_does(minted, tmp_path):
     params = parse_params({
         "clean": {"sources": [{"kind": "repo", "path": str(minted)}], "frozen": [],
-                  "verify_runs": 0, "repo_verify_runs": 1},
+                  "verify_runs": 0, "repo_verify_runs": 1, "repo_tasks": {"enabled": False}},
         "sandbox": {"backend": "local", "timeout_s": 60},
     })  # fmt: skip
     report = curate(params, tmp_path / "clean")
