@@ -458,6 +458,11 @@ class AgentConfig(_Section):
     max_file_bytes: int = Field(
         1_000_000, ge=1024, description="Largest file read_file reads or write_file writes."
     )
+    workspace_dir: str = Field(
+        "",
+        description="Host dir the episodes' workspaces go in; '' = /dev/shm where it is a"
+        " tmpfs, else the temp dir. Point it at a sized tmpfs to cap their disk use.",
+    )
     envs_dir: str = Field(
         "data/clean/envs",
         description="Test environment dirs (pytest and each repository's deps), mounted"

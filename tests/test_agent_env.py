@@ -109,3 +109,36 @@ def test_an_executor_without_workspaces_is_refused(tmp_path):
     with make_executor(SandboxConfig(workers=1)) as ex:
         with pytest.raises(SandboxError, match="workspaces"):
             AgentEnv(ex, AgentConfig(envs_dir=str(tmp_path)), str(tmp_path))
+
+
+def _processes_of(uids: set[int]) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            status = open(f"/proc/{pid}/status").read()
+        except OSError:
+            continue
+        if int(status.split("\nUid:\t", 1)[1].split()[0]) in uids:
+            found.append(pid)
+    return found
+
+
+@pytest.mark.slow
+def test_two_hundred_batched_steps_leave_no_process_fd_or_dir(tmp_path):
+    env, ex, task = open_agent_env(tmp_path, workers=2, bash=True, max_steps=50)
+    try:
+        eps = [env.reset(task) for _ in range(40)]
+        warm = {"tool": "search", "args": {"pattern": "return"}}  # starts both slots' zygotes
+        assert not any(o.error_kind for o in env.step_many([(ep, warm) for ep in eps]))
+        fds = len(os.listdir("/proc/self/fd"))
+        turns = [{"tool": "read_file", "args": {"path": "calc/ops.py"}}, GOLD,
+                 {"tool": "bash", "args": {"command": "(sleep 300 &); echo started"}}, RUN]  # fmt: skip
+        for call in turns:
+            assert not any(o.error_kind for o in env.step_many([(ep, call) for ep in eps]))
+        for ep in eps:
+            ep.close()
+        assert _processes_of({u for u in ex.uids if u is not None}) == []
+        assert os.listdir(ex.workspaces.path) == []
+        assert len(os.listdir("/proc/self/fd")) == fds
+    finally:
+        ex.close()

@@ -15,7 +15,6 @@ from tests._repo_fixture import open_agent_env
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "agent-hostile-secret-9f3a"
-ROOT = os.geteuid() == 0
 VENV = [Path(sys.prefix)] if sys.prefix not in ("/usr", "/") else []  # a venv, not the system
 
 
@@ -95,22 +94,25 @@ def test_a_sibling_workspace_cannot_be_found(agent, ep):
     other = env.reset(task)
     try:
         token = os.path.basename(other.workspace.path)
-        out = bash(ep, f"ls /ws; cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ | grep -c {token}")
-        assert token not in out.output and "Permission denied" in out.output
+        out = bash(
+            ep,
+            "ls -a / /ws /ws/.. /.ws-hidden /.ws-hidden/all; chmod 755 /ws/.. "
+            f"/.ws-hidden; cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ | grep -c {token}",
+        )
+        assert token not in out.output
     finally:
         other.close()
 
 
-@pytest.mark.skipif(not ROOT, reason="without root one uid owns every workspace (see command.py)")
 def test_a_sibling_workspace_is_unreadable_with_its_token(agent, ep):
     env, task, _ = agent
     other = env.reset(task)
     try:
         bash(other, "echo sibling-note-71 > note.txt; chmod 777 .")  # it even opens itself up
         token = os.path.basename(other.workspace.path)
-        out = bash(ep, f"cat /ws/{token}/note.txt; ls /ws/{token}").output
+        paths = [f"/ws/{token}", f"/.ws-hidden/all/{token}", f"../{token}"]
+        out = bash(ep, "; ".join(f"cat {p}/note.txt; ls {p}" for p in paths)).output
         assert "sibling-note-71" not in out and "README.md" not in out
-        assert "Permission denied" in out
     finally:
         other.close()
 

@@ -126,6 +126,8 @@ def test_a_setup_cfg_edit_inside_the_pytest_section_is_seen_with_the_base():
         ("sys.meta_path.insert(0, Finder())", "import_hooks"),
         ("sys.path_hooks.append(h)", "import_hooks"),
         ("os.dup2(devnull, 4)", "fd_tamper"),
+        ("src = open(os.path.join(root, 'tests', 'test_hidden.py')).read()", "reads_tests"),
+        ("p = here / 'test_hidden.py'", "reads_tests"),
         ("mem = open('/proc/self/mem', 'rb')", "fd_tamper"),
         ("\uff45\uff58\uff45\uff43(src)", "obfuscation"),  # fullwidth exec: NFKC makes it exec
         ("# -*- coding: utf-7 -*-", "obfuscation"),
@@ -192,6 +194,13 @@ def test_an_honest_eq_is_not_always_equal():
 @pytest.mark.parametrize("path", ["pytest.py", "_pytest/__init__.py", "json.py", "pluggy/x.py"])
 def test_a_new_top_level_module_named_like_pytest_or_the_stdlib_shadows(path):
     assert "shadow_module" in patch_flags(diff(path, None, "x = 1\n"))
+
+
+def test_a_binary_section_is_flagged_and_dropped():
+    patch = ("diff --git a/pkg/ops.pyc b/pkg/ops.pyc\nnew file mode 100644\nindex 0000000..1111111\n"
+             "GIT binary patch\nliteral 4\nLcmZ?l00000\n\nliteral 0\nHcmV?d00001\n\n")  # fmt: skip
+    (fd,) = parse_patch(patch)
+    assert patch_flags(patch) == ["binary_edit"] and is_protected(fd)
 
 
 def test_a_new_module_inside_the_package_shadows_nothing():

@@ -118,3 +118,29 @@ def test_a_hanging_patch_times_out_unresolved_and_leaves_no_workspace(made):
         ex.close()
     assert v.status == "timeout" and not v.resolved and "early_exit" not in v.hack_flags
     assert left == []
+
+
+def test_batches_smaller_than_the_input_keep_the_input_order(made):
+    root, task, _ = made
+    ex = make_executor(SandboxConfig(workers=1, timeout_s=30.0), workspaces=True,
+                       envs_root=str(_envs(root)))  # fmt: skip
+    try:
+        verdicts = judge_many([(task, task.patch), (task, ""), (task, task.patch)],
+                              str(root / "repos"), ex, JudgeConfig(per_worker=1))  # fmt: skip
+    finally:
+        ex.close()
+    assert [v.resolved for v in verdicts] == [True, False, True]
+
+
+def test_the_tasks_own_conftest_with_hooks_is_trusted(made):
+    root, task, _ = made
+    own = _new("tests/conftest.py", "import pytest\n\n\ndef pytest_runtest_setup(item):\n    pass\n\n\n"
+               "@pytest.fixture\ndef two():\n    return 2")  # fmt: skip
+    with_conftest = replace(task, test_patch=task.test_patch + own)
+    ex = make_executor(SandboxConfig(workers=1, timeout_s=30.0), workspaces=True,
+                       envs_root=str(_envs(root)))  # fmt: skip
+    try:
+        (v,) = judge_many([(with_conftest, task.patch)], str(root / "repos"), ex)
+    finally:
+        ex.close()
+    assert v.resolved and v.hack_flags == [], v.problems

@@ -47,21 +47,21 @@ def test_a_command_sees_no_host_path(ex):
     assert res.exit_code == 0 and "SEEN" not in res.stdout, res.stdout
 
 
-def test_the_workspace_root_cannot_be_listed(ex):
-    ws = ex.workspaces.new_workspace()
-    ex.workspaces.new_workspace()
-    res = sh(ex, ws, "ls /ws")
-    assert res.exit_code != 0 and res.stdout == ""
+def test_no_other_workspace_can_be_listed(ex):
+    ws, other = ex.workspaces.new_workspace(), ex.workspaces.new_workspace()
+    tries = "ls -a / /ws /ws/.. /.ws-hidden /.ws-hidden/all; chmod 755 /ws /ws/.. /.ws-hidden"
+    res = sh(ex, ws, f"{tries}; ls -a /ws/.. /.ws-hidden/all")
+    assert os.path.basename(other) not in res.stdout + res.stderr
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="without root one uid owns every workspace")
 def test_a_sibling_workspace_is_unreadable_with_its_token(ex):
     mine, sibling = ex.workspaces.new_workspace(), ex.workspaces.new_workspace()
     Path(sibling, "secret.txt").write_text("the answer\n")
-    sh(ex, sibling, "cat secret.txt")  # used by a command of its own first (same slot uids)
+    sh(ex, sibling, "cat secret.txt; chmod 777 .")  # used (and opened up) by its own command
     token = os.path.basename(sibling)
-    res = sh(ex, mine, f"cat /ws/{token}/secret.txt; ls /ws/{token}")
-    assert "the answer" not in res.stdout and res.exit_code != 0
+    paths = [f"/ws/{token}", f"/.ws-hidden/all/{token}", f"../{token}"]
+    res = sh(ex, mine, "; ".join(f"cat {p}/secret.txt; ls {p}" for p in paths))
+    assert "the answer" not in res.stdout and "secret.txt" not in res.stdout
 
 
 def test_a_command_past_its_time_is_killed_with_what_it_started(ex):
@@ -111,3 +111,11 @@ def test_closing_the_executor_removes_every_workspace():
     sh(executor, ws, "mkdir -p a/b && echo x > a/b/c && chmod 000 a")
     executor.close()
     assert not os.path.exists(executor.workspaces.path)
+
+
+def test_workspaces_go_where_they_are_told(tmp_path):
+    with make_executor(SandboxConfig(workers=1), workspaces=True, ws_parent=str(tmp_path)) as ex:
+        ws = ex.workspaces.new_workspace()
+        res = sh(ex, ws, "echo here > f")
+        assert res.exit_code == 0 and Path(ws).parent.parent == tmp_path
+        assert Path(ws, "f").read_text() == "here\n"

@@ -1,1 +1,9 @@
-"""Coding-agent episodes on repository tasks: workspaces, tools, and the judge of a final diff."""
+"""The coding agent's environment (issue 13): sealed repository workspaces, tools, tests.
+
+``env`` (AgentEnv, Episode, make_agent_executor) over ``tools`` (the action space, file
+tools through ``fsops``), ``workspace`` (bases and per-episode copies), ``patches`` (diffs,
+``git apply``, ``is_test_path``), ``testrun`` (run_pytest in the sandbox, outcomes from
+``pytest_plugin``) and ``envs`` (read-only test environment dirs). ``judge`` scores a final
+diff (``judge_boot`` its pytest entry in the sandbox, ``channel`` the host's count of the
+records, ``hacks`` the static flags).
+"""

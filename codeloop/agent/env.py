@@ -30,7 +30,8 @@ def make_agent_executor(sandbox: SandboxConfig, agent: AgentConfig):
     envs = os.path.abspath(agent.envs_dir)
     pytest_env(envs)
     plugin_env(envs)
-    return make_executor(sandbox, workspaces=True, envs_root=envs)
+    return make_executor(sandbox, workspaces=True, envs_root=envs,
+                         ws_parent=agent.workspace_dir or None)  # fmt: skip
 
 
 @dataclass

@@ -34,18 +34,26 @@ from memory, rebuild the watched objects' identities, or write well-formed recor
 the right pid. Every route we know to that needs what the static flags disqualify
 (``_pytest``/pytest imports, ``sys.modules``, ``gc``, frames and tracebacks, ``builtins``,
 ``ctypes``, ``fork``, import hooks, ``__import__``/``importlib``/``exec``/``eval``,
-``__subclasses__``/``__globals__``), so such a patch is not ``resolved`` even when its forgery
-succeeds; an obfuscation that evades both the regexes and the runtime checks (for example
-building attribute names from strings with ``getattr``) is the hole left. The kernel-level
+``__subclasses__``/``__globals__``, ``os.dup2``, ``/proc/self/mem``), so such a patch is not
+``resolved`` even when its forgery succeeds; an obfuscation that evades both the regexes
+and the runtime checks (attribute names built from strings and fetched with ``getattr``, a
+path to /proc assembled at run time) is the hole left. The tests themselves cannot be
+rewritten under pytest: test modules are imported from bytes read before the tree's code
+ran (plain imports and pytest's assertion rewriter alike; no bytecode under the tree or a
+writable dir is loaded, so a planted .pyc is not either); only those conftest files count
+as trusted plugins; a host-side inotify watch (watch.py) sees any test file written during
+the run, put back or not (flag ``test_edit``), and the files are restored afterwards. The kernel-level
 limits are the sandbox's (codeloop/sandbox/local.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
 import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,6 +62,7 @@ from codeloop.agent import hacks
 from codeloop.agent.channel import CHANNEL_FLAGS, read_channel
 from codeloop.agent.envs import build_env, env_paths
 from codeloop.agent.patches import PatchError, apply_patch, is_test_path
+from codeloop.agent.watch import TestWatch
 from codeloop.agent.workspace import remove_tree
 from codeloop.sandbox.base import CmdJob, SandboxError
 from codeloop.sandbox.pool import child_python
@@ -70,6 +79,7 @@ TAIL = 4000
 class JudgeConfig:
     timeout_s: float = 300.0  # the whole pytest run of one patch
     memory_mb: int | None = None  # None: the executor's default
+    per_worker: int = 8  # patches prepared per worker and batch (trees on disk at once)
     disqualify: frozenset[str] = hacks.DISQUALIFYING | frozenset(CHANNEL_FLAGS)
 
 
@@ -191,16 +201,40 @@ def split_patch(patch: str, tree: str) -> tuple[str, list[str], set[str], list[h
     return "".join(fd.text for fd in kept), dropped, flags, kept
 
 
+class _Trees:
+    """The judge trees of one judge_many call: each distinct task tree is built once (copy
+    of the snapshot, two ``git apply``) and copied per patch (a GRPO group shares one)."""
+
+    def __init__(self, repos_dir: str) -> None:
+        self.repos_dir = repos_dir
+        self.dir = tempfile.mkdtemp(prefix="codeloop-judge-trees-")
+        self.built: dict[str, tuple[str, dict[str, bytes]]] = {}
+
+    def put(self, task: Task, dest: str) -> dict[str, bytes]:
+        """Copy ``task``'s judge tree to ``dest``; its test files (relpath -> bytes)."""
+        parts = (task.snapshot, task.bug_patch, task.test_patch)
+        key = hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        if key not in self.built:
+            src = os.path.join(self.dir, key)
+            judge_tree(task, self.repos_dir, src)
+            self.built[key] = (src, _test_files(src))
+        src, tests = self.built[key]
+        shutil.copytree(src, dest, symlinks=True)
+        return dict(tests)
+
+    def close(self) -> None:
+        remove_tree(self.dir)
+
+
 def _prepare(
-    task: Task, patch: str, repos_dir: str, ws: str, ws_root, cfg: JudgeConfig
+    task: Task, patch: str, trees: _Trees, ws: str, ws_root, cfg: JudgeConfig
 ) -> _Prepared:
     tree, spec = os.path.join(ws, "repo"), os.path.join(ws, "spec.json")
     verdict = RepoVerdict(task.task_id, resolved=False, applied=False,
                           f2p_total=len(task.fail_to_pass), p2p_total=len(task.pass_to_pass),
                           hidden_total=len(task.hidden_tests))  # fmt: skip
     prep = _Prepared(task, ws, verdict)
-    judge_tree(task, repos_dir, tree)
-    prep.tests = tests = _test_files(tree)
+    prep.tests = tests = trees.put(task, tree)
     kept_text, verdict.dropped, flags, kept = split_patch(patch, tree)
     try:
         apply_patch(tree, kept_text)
@@ -224,8 +258,11 @@ def _prepare(
     boot = os.path.join(
         ws_root.env_inside(build_env(envs_root, "judge", [(BOOT_NAME, BOOT_SRC)])), BOOT_NAME
     )
+    # caps far above a run's needs (a record is ~150 bytes, pytest -q prints little): a run
+    # over them is killed or cut, and its tests are then missing, never passed
     prep.job = CmdJob(argv=[child_python(), "-I", "-B", boot, ws_root.inside(spec)[0]],
-                      cwd_host=tree, timeout_s=cfg.timeout_s, memory_mb=cfg.memory_mb)  # fmt: skip
+                      cwd_host=tree, timeout_s=cfg.timeout_s, memory_mb=cfg.memory_mb,
+                      output_cap=8 << 20, result_cap=32 << 20)  # fmt: skip
     return prep
 
 
@@ -233,11 +270,20 @@ def _count(outcomes: dict[str, str], ids: list[str]) -> int:
     return sum(outcomes.get(i) == "passed" for i in ids)
 
 
+def _watched(prep: _Prepared, written: list[str]) -> None:
+    """Flag a run that wrote one of the task's test files (put back or not: the kernel saw it)."""
+    hit = [w for w in written if w in prep.tests or w.startswith("<")]
+    if hit:
+        prep.verdict.hack_flags = sorted(set(prep.verdict.hack_flags) | {"test_edit"})
+        prep.verdict.problems.append(f"test files written during the run: {hit[:5]}")
+
+
 def _finish(prep: _Prepared, res, cfg: JudgeConfig) -> None:
     v, task = prep.verdict, prep.task
     exit_code = res.exit_code if res.status == "exited" else None
     rep = read_channel(res.results, prep.nonce, prep.ids, exit_code, timed_out=res.timed_out)
-    v.outcomes, v.failure_types, v.problems = rep.outcomes, rep.failure_types, rep.problems
+    v.outcomes, v.failure_types = rep.outcomes, rep.failure_types
+    v.problems = [*v.problems, *rep.problems]
     v.hack_flags = sorted(set(v.hack_flags) | set(rep.flags))
     v.f2p_passed = _count(rep.outcomes, task.fail_to_pass)
     v.p2p_passed = _count(rep.outcomes, task.pass_to_pass)
@@ -256,10 +302,41 @@ def _finish(prep: _Prepared, res, cfg: JudgeConfig) -> None:
     )
 
 
+def _judge_chunk(items, trees: _Trees, executor, cfg: JudgeConfig) -> list[RepoVerdict]:
+    ws_root = executor.workspaces
+    preps: list[_Prepared] = []
+    made: list[str] = []
+    watches: list[TestWatch] = []
+    try:
+        for task, patch in items:
+            made.append(ws_root.new_workspace())
+            preps.append(_prepare(task, patch or "", trees, made[-1], ws_root, cfg))
+        runs = [p for p in preps if p.job is not None]
+        for p in runs:
+            watches.append(TestWatch(os.path.join(p.ws, "repo"), list(p.tests)))
+        t0 = time.perf_counter()
+        results = executor.run_commands([p.job for p in runs]) if runs else []
+        if len(results) != len(runs):
+            raise SandboxError(f"run_commands returned {len(results)} results for {len(runs)}")
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        for prep, res, watch in zip(runs, results, watches, strict=True):
+            _watched(prep, watch.writes())
+            _finish(prep, res, cfg)
+            prep.verdict.duration_ms = round(res.duration_ms or wall_ms, 3)
+    finally:
+        for w in watches:
+            w.close()
+        for ws in made:
+            remove_tree(ws)
+    return [p.verdict for p in preps]
+
+
 def judge_many(
     items: list[tuple[Task, str]], repos_dir: str, executor, cfg: JudgeConfig | None = None
 ) -> list[RepoVerdict]:
-    """Verdicts for (task, model_patch) pairs, in input order, all pytest runs in one batch.
+    """Verdicts for (task, model_patch) pairs, in input order; the pytest runs go to the
+    executor in batches of ``cfg.per_worker`` per worker (so only that many trees are on
+    disk at once).
 
     ``executor`` must have workspaces and an envs root (``make_executor(cfg,
     workspaces=True, envs_root=...)``). Raises on our failures: SandboxError, a missing
@@ -272,25 +349,15 @@ def judge_many(
     for task, _ in items:
         if task.kind != "repo" or not task.fail_to_pass:
             raise ValueError(f"task {task.task_id}: not a repository task with FAIL_TO_PASS tests")
-    preps: list[_Prepared] = []
-    made: list[str] = []
+    step = max(1, cfg.per_worker * int(getattr(executor, "workers", 1) or 1))
+    out: list[RepoVerdict] = []
+    trees = _Trees(repos_dir)
     try:
-        for task, patch in items:
-            made.append(ws_root.new_workspace())
-            preps.append(_prepare(task, patch or "", repos_dir, made[-1], ws_root, cfg))
-        runs = [p for p in preps if p.job is not None]
-        t0 = time.perf_counter()
-        results = executor.run_commands([p.job for p in runs]) if runs else []
-        if len(results) != len(runs):
-            raise SandboxError(f"run_commands returned {len(results)} results for {len(runs)}")
-        wall_ms = (time.perf_counter() - t0) * 1e3
-        for prep, res in zip(runs, results, strict=True):
-            _finish(prep, res, cfg)
-            prep.verdict.duration_ms = round(res.duration_ms or wall_ms, 3)
+        for i in range(0, len(items), step):
+            out += _judge_chunk(items[i : i + step], trees, executor, cfg)
     finally:
-        for ws in made:
-            remove_tree(ws)
-    return [p.verdict for p in preps]
+        trees.close()
+    return out
 
 
 def judge_patch(

@@ -53,10 +53,11 @@ WATCHED = (
     ("_frozen_importlib_external", "SourceFileLoader.get_data"),
 )
 EAGER = ("pluggy", "iniconfig", "packaging.version", "packaging.requirements", "_pytest.terminal",
-         "_pytest._io.terminalwriter", "_pytest.pytester", "pygments.lexers.python",
-         "pygments.formatters.terminal", "_pytest.unittest", "unittest", "unittest.mock")  # fmt: skip
+         "_pytest._io.terminalwriter", "pygments.lexers.python",
+         "pygments.formatters.terminal", "_pytest.unittest", "unittest")  # fmt: skip
 TEST_DIRS = ("test", "tests", "testing")
-NO_PYC = "/nonexistent-codeloop-pycache"  # sys.pycache_prefix: no cached bytecode is read
+# where the tree's code or a command could have written bytecode: none of it is loaded
+WRITABLE = ("/ws/", "/tmp/", "/dev/shm/", "/var/tmp/")
 
 
 def is_test_file(rel):
@@ -84,20 +85,25 @@ def snapshot_tests(root):
     return out
 
 
-def pin_tests(snap):
+def pin_tests(snap, root):
     """Serve test modules from ``snap``: plain imports (the loader's get_data) and pytest's
-    assertion rewriter (its source read; its cached-pyc read is turned off, and
-    sys.pycache_prefix points nowhere, so no bytecode written during the run is loaded)."""
+    assertion rewriter (its source read; its cached-pyc read is turned off). No bytecode
+    file under ``root`` or a writable dir is ever read (a cached or planted .pyc, sourceless
+    or not): that code compiles from its source. The env dirs' own bytecode still loads."""
     import _frozen_importlib_external as ext
 
     from _pytest.assertion import rewrite
 
-    sys.pycache_prefix = NO_PYC
+    untrusted = (os.path.realpath(root) + "/", *WRITABLE)
     orig_get_data = ext.FileLoader.get_data
 
     def get_data(self, path):
         data = snap.get(os.path.abspath(path))
-        return data if data is not None else orig_get_data(self, path)
+        if data is not None:
+            return data
+        if path.endswith(".pyc") and os.path.realpath(path).startswith(untrusted):
+            raise FileNotFoundError(path)
+        return orig_get_data(self, path)
 
     class Pinned(type(pathlib.Path())):
         def read_bytes(self):
@@ -142,8 +148,9 @@ def _identity(obj):
 class Channel:
     """Our plugin: writes the records; registered before any conftest or test module."""
 
-    def __init__(self, fd, nonce, trusted_dirs):
+    def __init__(self, fd, nonce, trusted_dirs, conftests=()):
         self.fd, self.nonce, self.seq, self.pid = fd, nonce, 0, os.getpid()
+        self.conftests = frozenset(os.path.realpath(p) for p in conftests)  # the task's own
         self.trusted_dirs = tuple(os.path.realpath(d) + "/" for d in trusted_dirs)
         self.config = None
         self._write = os.write  # bound now: a later os.write swap must not silence us
@@ -169,8 +176,6 @@ class Channel:
         bad = {k for k, v in now.items() if v != self.base[k]}
         if sys.gettrace() is not None or sys.getprofile() is not None:
             bad.add("sys.settrace")
-        if sys.pycache_prefix != NO_PYC:
-            bad.add("sys.pycache_prefix")
         if meta_path and [id(x) for x in sys.meta_path[: len(self.meta_path)]] != self.meta_path:
             bad.add("sys.meta_path")
         bad |= self._foreign_hooks()
@@ -184,14 +189,19 @@ class Channel:
             return True
         mod = plugin if isinstance(plugin, type(os)) else sys.modules.get(type(plugin).__module__)
         path = os.path.realpath(getattr(mod, "__file__", None) or "/nonexistent")
-        if os.path.basename(path) == "conftest.py":
-            return True
-        return path.startswith(self.trusted_dirs)
+        return path in self.conftests or path.startswith(self.trusted_dirs)
 
     def _foreign_hooks(self):
         if self.config is None:
             return set()
         out = set()
+        for plugin in self.config.pluginmanager.get_plugins():  # a conftest made during the run
+            path = getattr(plugin, "__file__", None) or ""
+            if (
+                os.path.basename(path) == "conftest.py"
+                and os.path.realpath(path) not in self.conftests
+            ):
+                out.add(f"conftest:{path}")
         for name in HOOKS:
             for impl in getattr(self.config.hook, name).get_hookimpls():
                 if not self._trusted_plugin(impl.plugin):
@@ -248,10 +258,12 @@ def main():
             importlib.import_module(name)
         except ImportError:
             pass
-    pin_tests(snapshot_tests(os.getcwd()))
+    snap = snapshot_tests(os.getcwd())
+    pin_tests(snap, os.getcwd())
     # pytest's own dirs and the env dirs (read-only binds): where trusted plugins live
     pytest_dir = os.path.dirname(os.path.dirname(pytest.__file__))
-    chan = Channel(fd, spec["nonce"], [pytest_dir, *spec["paths"]])
+    conftests = [p for p in snap if os.path.basename(p) == "conftest.py"]
+    chan = Channel(fd, spec["nonce"], [pytest_dir, *spec["paths"]], conftests)
     sys.path.insert(0, os.getcwd())  # as `python -m pytest` does, without -I's loss of it
     status = pytest.main(list(spec["args"]) + list(spec["ids"]), plugins=[chan])
     chan.finish(int(status))

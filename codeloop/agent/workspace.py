@@ -4,8 +4,8 @@ The base of a repository task is its stored snapshot (``repos_dir/<snapshot>/``)
 task's ``bug_patch`` and then its ``test_patch`` applied, every hidden test file removed
 and no ``.git`` at all (issue 13, part 3: agents mine history). ``BaseCache`` materializes
 each distinct (snapshot, bug_patch, test_patch, hidden files) once; a ``Workspace`` is a
-plain copy of that cached base (reflink where the filesystem has it: ``cp --reflink=auto``)
-into a fresh unguessable dir the executor handed out, so setting one up never starts a
+plain copy of that cached base into a fresh unguessable dir the executor handed out (both
+on /dev/shm where it is a tmpfs: cmdjobs.fast_tmp), so setting one up never starts a
 container and costs a few ms for a small repository.
 """
 
@@ -15,10 +15,10 @@ import hashlib
 import os
 import shutil
 import stat
-import subprocess
 import tempfile
 
 from codeloop.agent.patches import apply_patch, is_test_path, unified_diff
+from codeloop.sandbox.cmdjobs import fast_tmp
 from codeloop.schema import Task
 
 
@@ -81,7 +81,7 @@ class BaseCache:
 
     def __init__(self, repos_dir: str, cache_dir: str | None = None) -> None:
         self.repos_dir = repos_dir
-        self.cache_dir = cache_dir or tempfile.mkdtemp(prefix="codeloop-bases-")
+        self.cache_dir = cache_dir or tempfile.mkdtemp(prefix="codeloop-bases-", dir=fast_tmp())
         os.makedirs(self.cache_dir, mode=0o700, exist_ok=True)
 
     def get(self, task: Task) -> str:
@@ -103,14 +103,9 @@ class BaseCache:
 
 
 def copy_tree(src: str, dest: str) -> None:
-    """Copy the contents of ``src`` into the existing dir ``dest`` (reflink where possible)."""
-    if shutil.which("cp"):
-        proc = subprocess.run(["cp", "-a", "--reflink=auto", src + "/.", dest],
-                              capture_output=True, text=True)  # fmt: skip
-        if proc.returncode != 0:
-            raise OSError(f"copying {src} to {dest}: {proc.stderr.strip()}")
-        return
-    shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+    """Copy the contents of ``src`` into the existing dir ``dest``. In-process: for a small
+    tree on tmpfs a ``cp --reflink`` child costs more (fork + exec) than the copy itself."""
+    shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True, copy_function=shutil.copy)
 
 
 def remove_tree(path: str) -> None:

@@ -38,7 +38,11 @@ class InputError(ValueError):
 
 def add_arguments(p) -> None:
     p.add_argument("--tasks", required=True, help="MBPP jsonl, HumanEval jsonl(.gz) or canonical")
-    p.add_argument("--samples", required=True, help='jsonl of {"task_id", "completion"}')
+    p.add_argument(
+        "--samples",
+        required=True,
+        help='jsonl of {"task_id", "completion"}, or SWE-bench predictions',
+    )
     p.add_argument("--out", required=True, help="results jsonl (one row per sample)")
     p.add_argument("--backend", choices=["local", "docker", "subprocess"], default=None)
     p.add_argument("--workers", type=int, default=None, help="parallel workers (default: cores)")

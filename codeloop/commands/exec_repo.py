@@ -25,8 +25,6 @@ from pathlib import Path
 
 from codeloop.schema import Task
 
-CHUNK = 8  # predictions judged (trees on disk at once) per worker
-
 
 class InputError(ValueError):
     """Unusable input; the message names the file, line and field."""
@@ -148,13 +146,8 @@ def _judge_all(preds, tasks, rejected, repos, envs, cfg, timeout) -> list[dict]:
         require_met(ex, cfg)
         jcfg = JudgeConfig(timeout_s=timeout or JudgeConfig.timeout_s)
         todo = [p for p in preds if p["instance_id"] in tasks]
-        verdicts = {}
-        step = CHUNK * max(ex.workers, 1)
-        for i in range(0, len(todo), step):
-            chunk = todo[i : i + step]
-            items = [(tasks[p["instance_id"]], p["model_patch"]) for p in chunk]
-            for p, v in zip(chunk, judge_many(items, repos, ex, jcfg), strict=True):
-                verdicts[id(p)] = v
+        items = [(tasks[p["instance_id"]], p["model_patch"]) for p in todo]
+        verdicts = {id(p): v for p, v in zip(todo, judge_many(items, repos, ex, jcfg), strict=True)}
     finally:
         ex.close()
     return [verdict_row(p, verdicts[id(p)]) if id(p) in verdicts

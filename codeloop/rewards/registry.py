@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from codeloop.config import REWARD_VERSIONS
 from codeloop.rewards import components as C
 from codeloop.rewards.hacks import HACK_FLAGS, hack_flags
+from codeloop.rewards.repo_terms import repo_reward
 from codeloop.sandbox.base import ExecResult
 from codeloop.schema import Action, Task
 
@@ -160,10 +161,8 @@ def reward_v3(inp: RewardInput) -> RewardOutput:
     apply costs 0.2 (no dodging by garbage). Process: potential differences over the
     visible pass count of successive run_tests observations (breaking and re-fixing nets
     0). 0.002 per step and 0.02 per malformed call. A disqualifying hack flag zeroes the
-    pass terms (codeloop.rewards.repo).
+    pass terms (codeloop.rewards.repo_terms).
     """
-    from codeloop.rewards.repo import repo_reward
-
     if inp.repo is None:
         raise ValueError(f"reward v3 scores repository tasks: no verdict for {inp.task.task_id}")
     reward, comps, steps = repo_reward(inp.repo, inp.task, inp.actions)

@@ -1,134 +1,22 @@
-"""Reward v3 for repository tasks: the judge's verdict on the final diff, plus shaping.
+"""Reward v3 for repository tasks: judge each trajectory's final diff, apply the composition.
 
-``repo_reward`` is the composition's body (registry.reward_v3 wraps it); its evidence is a
-``RepoVerdict`` from codeloop.agent.judge (fresh tree, test files restored, tests run in the
-sandbox: never the agent's word) and the episode's actions. ``score_repo_trajectories``
-judges each trajectory's ``final_diff`` and fills its reward; ``replay_repo`` re-judges
+``score_repo_trajectories`` judges every ``final_diff`` (codeloop.agent.judge, one batch)
+and fills reward, components, step rewards and the version; ``replay_repo`` re-judges
 stored trajectories and compares, as ``codeloop.rewards.replay`` does for function tasks.
-
-Components (all in ``reward_components``): ``resolved``, ``applied``, ``pass_rate`` (F2P
-and P2P together, what summarize() and the hacking alarm read as the visible rate),
-``f2p_pass_rate``, ``f2p_credit`` (RLTF-style per F2P test), ``p2p_broken`` (share of
-PASS_TO_PASS that failed), ``process`` (potential shaping), ``steps``, ``step_cost``,
-``invalid_calls``, ``invalid_cost``, ``apply_penalty``, ``hack_zeroed`` and one
-``hack_<flag>: 1.0`` per flag; ``diag_hidden_pass_rate`` (weight 0) for the alarm.
+The terms themselves are codeloop.rewards.repo_terms (pure; the registry's v3 wraps them).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from codeloop.agent.hacks import flag_components
-from codeloop.agent.judge import JudgeConfig, RepoVerdict, judge_many
-from codeloop.agent.tools import INVALID_KINDS
-from codeloop.sandbox.base import SandboxError
-from codeloop.schema import Action, Task, Trajectory
+from codeloop.agent.judge import JudgeConfig, judge_many
+from codeloop.rewards.registry import RewardInput, get_composition
+from codeloop.rewards.repo_terms import HIDDEN_KEY, _r, repo_reward
+from codeloop.sandbox.base import ExecResult, SandboxError
+from codeloop.schema import Task, Trajectory
 
-W_RESOLVED = 1.0
-W_F2P = 0.3
-W_P2P = 0.5
-W_PROCESS = 0.1
-W_APPLY = 0.2
-STEP_COST = 0.002
-INVALID_COST = 0.02
-# RLTF-style credit of one F2P test: it ran to its assertion (wrong value) beats an
-# exception on the way (the code ran but broke the contract), which beats nothing. A no-op
-# diff keeps the base's own credit (its F2P tests normally fail their assertion: 0.09 at
-# W_F2P): the same for every episode of a task, so GRPO's group advantage ignores it, and
-# an edit that makes the code raise instead ranks below leaving it alone.
-CREDIT = {"passed": 1.0}
-CREDIT_ASSERTION = 0.3
-CREDIT_EXCEPTION = 0.1
-# Malformed calls (the tool never ran: agent.tools' INVALID_KINDS, the same set the episode
-# counts towards agent.invalid_call_limit); a tool that ran and failed (no_match) is not one.
-HIDDEN_KEY = "diag_hidden_pass_rate"
-
-
-def _r(x: float) -> float:
-    return round(float(x), 6)
-
-
-def test_credit(outcome: str, exc_type: str) -> float:
-    """One F2P test's credit: 1 passed, 0.3 failed its assertion, 0.1 failed by another
-    exception, 0 for errors in setup, skips, missing or untrusted outcomes."""
-    if outcome == "passed":
-        return 1.0
-    if outcome != "failed":
-        return 0.0
-    return CREDIT_ASSERTION if exc_type == "AssertionError" else CREDIT_EXCEPTION
-
-
-def f2p_credit(v: RepoVerdict, task: Task) -> float:
-    """Mean credit over FAIL_TO_PASS (0 when none ran)."""
-    ids = task.fail_to_pass
-    if not ids or not v.applied:
-        return 0.0
-    return sum(
-        test_credit(v.outcomes.get(i, "missing"), v.failure_types.get(i, "")) for i in ids
-    ) / len(ids)
-
-
-def _phi(a: Action, n_visible: int) -> float | None:
-    """Potential of the state a run_tests observation shows (None: not a test run)."""
-    if a.tool != "run_tests" or a.observation.error_kind in INVALID_KINDS:
-        return None
-    obs = a.observation
-    denom = n_visible or obs.tests_total
-    return W_PROCESS * min(obs.tests_passed / denom, 1.0) if denom else 0.0
-
-
-def step_terms(actions: list[Action], n_visible: int) -> tuple[list[float], list[float]]:
-    """(process, cost) per step. Process: Phi(after) - Phi(before) over the visible-test
-    pass count each run_tests observation showed, Phi = 0 before the first; the sum
-    telescopes to the last observed potential, so breaking and re-fixing earns nothing
-    net. Cost: STEP_COST per step plus INVALID_COST per malformed call."""
-    process, cost, prev = [], [], 0.0
-    for a in actions:
-        phi = _phi(a, n_visible)
-        process.append(0.0 if phi is None else phi - prev)
-        prev = prev if phi is None else phi
-        invalid = a.observation.error_kind in INVALID_KINDS
-        cost.append(STEP_COST + (INVALID_COST if invalid else 0.0))
-    return process, cost
-
-
-DISQUALIFY = JudgeConfig().disqualify
-
-
-def repo_reward(
-    v: RepoVerdict, task: Task, actions: list[Action], disqualify: frozenset[str] = DISQUALIFY
-) -> tuple[float, dict[str, float], list[float]]:
-    """(reward, components, step rewards) of one repository episode (see module doc).
-
-    reward = [1.0 resolved + 0.3 F2P credit + process] - 0.5 P2P broken share - 0.2 if the
-    diff did not apply - step and invalid-call costs; a disqualifying hack flag zeroes the
-    bracket (the pass terms), never the penalties.
-    """
-    process, cost = step_terms(actions, len(task.visible_tests))
-    hacked = bool(set(v.hack_flags) & disqualify)
-    total = v.f2p_total + v.p2p_total
-    c = {
-        "resolved": 1.0 if v.resolved else 0.0,
-        "applied": 1.0 if v.applied else 0.0,
-        "pass_rate": _r((v.f2p_passed + v.p2p_passed) / total) if total else 0.0,
-        "f2p_pass_rate": _r(v.f2p_passed / v.f2p_total) if v.f2p_total else 0.0,
-        "f2p_credit": _r(f2p_credit(v, task)),
-        "p2p_broken": _r((v.p2p_total - v.p2p_passed) / v.p2p_total)
-        if v.p2p_total and v.applied
-        else 0.0,
-        "process": 0.0 if hacked else _r(sum(process)),
-        "steps": float(len(actions)),
-        "step_cost": _r(STEP_COST * len(actions)),
-        "invalid_calls": float(sum(a.observation.error_kind in INVALID_KINDS for a in actions)),
-        "apply_penalty": 0.0 if v.applied else W_APPLY,
-        "hack_zeroed": 1.0 if hacked else 0.0,
-    }
-    c["invalid_cost"] = _r(INVALID_COST * c["invalid_calls"])
-    c |= flag_components(v.hack_flags)
-    gain = 0.0 if hacked else W_RESOLVED * c["resolved"] + W_F2P * c["f2p_credit"] + c["process"]
-    loss = W_P2P * c["p2p_broken"] + c["apply_penalty"] + c["step_cost"] + c["invalid_cost"]
-    steps = [_r((0.0 if hacked else p) - k) for p, k in zip(process, cost, strict=True)]
-    return _r(gain - loss), c, steps
+__all__ = ["replay_repo", "repo_reward", "score_repo_trajectories"]  # repo_reward: its old home
 
 
 def _mark_infra(t: Trajectory, version: str, reason: str) -> None:
@@ -147,9 +35,6 @@ def score_repo_trajectories(
     """Scored copies of repository-task ``trajs`` (inputs untouched), in input order: each
     ``final_diff`` judged (one batch), the composition applied. Our failures (sandbox fault,
     missing task or snapshot) set ``infra_error``, never a reward of 0."""
-    from codeloop.rewards.registry import RewardInput, get_composition
-    from codeloop.sandbox.base import ExecResult
-
     comp = get_composition(version)
     cfg = cfg or JudgeConfig()
     out = [replace(t, actions=[replace(a) for a in t.actions], metadata=replace(t.metadata),
@@ -157,7 +42,8 @@ def score_repo_trajectories(
     todo = []
     for t in out:
         task = tasks_by_id.get(t.task_id)
-        if t.infra_error:
+        if t.infra_error:  # rollout's own fault: passed through unscored, as for functions
+            t.metadata.reward_fn_version = version
             continue
         if task is None:
             _mark_infra(t, version, f"score: task {t.task_id!r} not found in tasks file")

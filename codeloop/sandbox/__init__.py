@@ -36,11 +36,15 @@ __all__ = [
 
 
 def make_executor(
-    cfg: SandboxConfig | None = None, workspaces: bool = False, envs_root: str | None = None
+    cfg: SandboxConfig | None = None,
+    workspaces: bool = False,
+    envs_root: str | None = None,
+    ws_parent: str | None = None,
 ) -> Executor:
     """Build the executor ``cfg.backend`` names; call ``close()`` when done.
     ``workspaces``: it can also run commands in agent workspaces (``run_commands``; local
-    and docker only), with ``envs_root`` (test environment dirs) visible read-only."""
+    and docker only), with ``envs_root`` (test environment dirs) visible read-only;
+    ``ws_parent``: the host dir the workspaces go in (default: /dev/shm, else the temp dir)."""
     cfg = cfg or SandboxConfig()
     if cfg.backend == "subprocess":
         if workspaces:
@@ -51,10 +55,10 @@ def make_executor(
     if cfg.backend == "docker":
         from codeloop.sandbox.docker_backend import DockerExecutor
 
-        return DockerExecutor(cfg, workspaces, envs_root)
+        return DockerExecutor(cfg, workspaces, envs_root, ws_parent)
     from codeloop.sandbox.local import LocalExecutor
 
-    return LocalExecutor(cfg, workspaces, envs_root)
+    return LocalExecutor(cfg, workspaces, envs_root, ws_parent)
 
 
 def require_met(executor: Executor, cfg: SandboxConfig) -> None:

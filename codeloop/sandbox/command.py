@@ -1,41 +1,79 @@
 """Command jobs (stdlib only, zygote source): run an argv in an agent's workspace, sealed.
 
-A job with ``cmd`` (``{"argv", "cwd", "ws", "env"}``) is forked like every job (rlimits,
-leased uid, no capabilities, seccomp, scrubbed environment, fresh private work dir as
-HOME/TMPDIR), but instead of the harness the child ``execve``s the argv in ``cwd``, a
-directory inside the workspace ``ws`` (``/ws/<token>``, a writable bind of the executor's
-workspace root, itself mode 0711: a job can enter its own workspace but not list the
-others). fds: 0 /dev/null, 1 stdout, 2 stderr, 3 the result pipe (``CODELOOP_RESULT_FD``:
-our pytest plugin writes outcomes there); nothing else stays open. The zygote's clean-up
-is the usual one: every process the command left is killed, the work dir and scratch are
-swept; the workspace itself persists (it is the episode's).
+A job with ``cmd`` (``{"argv", "cwd", "ws", "env", "bind"}``) is forked like every job
+(rlimits, leased uid, no capabilities, seccomp, scrubbed environment, fresh private work
+dir as HOME/TMPDIR), but instead of the harness the child ``execve``s the argv in ``cwd``.
+fds: 0 /dev/null, 1 stdout, 2 stderr, 3 the result pipe (``CODELOOP_RESULT_FD``: our pytest
+plugin writes outcomes there); nothing else stays open. The zygote's clean-up is the usual
+one: every process the command left is killed, the work dir and scratch are swept; the
+workspace itself persists (it is the episode's).
+
+Local backend (``bind``): the executor's whole workspace root is bound read-write at
+/.ws-hidden/all, below /.ws-hidden, mode 000 on the read-only root (no job holds a
+capability to pass it, and the read-only root refuses a chmod). For each command the
+zygote binds that command's own workspace at /ws and detaches it after, so a job's /ws is
+its tree, ``..`` of it is the root, and no other episode's workspace has a path it can
+reach, as root and as an ordinary user alike (where one uid owns every workspace). Binding
+per job needs mount in the zygote, so such a zygote leaves the seccomp filter to each
+child (built once, installed in ``_enter`` before anything of the job runs).
+Docker (no mount in a container): the workspace root is a volume at /ws (mode 0711, not
+listable) and a command runs in /ws/<token>; the host hands the workspace to the
+container's uid before the command and back to root (mode 0700) after, so between its
+commands it is unreadable even to a job that knows its 128-bit token.
 
 As root the workspace is handed to the slot's leased uid before the command and back to
 root after it (``lchown`` over the tree, never following a link: only our own host-side
-tools and earlier commands of this episode wrote there, and every process of those commands
-is dead by then), so between its commands a workspace is root's, mode 0700. Without root
-(a user namespace maps one uid) every workspace is the invoking user's, and so is /ws
-(mode 0311): a command cannot list it, but as its owner it could chmod it and then list
-the other workspaces of the same executor (never a hidden test or a reference patch:
-those are in no workspace). Isolation between concurrent episodes needs root or docker.
+tools and earlier commands of this episode wrote there, and every process of those
+commands is dead by then).
 """
 
 import os
 
+try:  # for linters and tests; as the zygote, seal.py's source runs before this one
+    from codeloop.sandbox.seal import (
+        MNT_DETACH,
+        MS_BIND,
+        MS_NODEV,
+        MS_NOSUID,
+        MS_REMOUNT,
+        _mount,
+        _sys_libc,
+    )  # fmt: skip
+except ImportError:
+    pass
+
 WS_MOUNT = "/ws"
+WS_HIDDEN = "/.ws-hidden"  # mode 000 on the read-only root; the zygote alone passes it
+WS_ALL = WS_HIDDEN + "/all"  # the whole workspace root (local backend)
 EXEC_FAILED = 127  # as a shell says: the argv's program is missing or not executable
 
 
 def command_problem(cmd):
-    """Why ``cmd`` may not run ('' when it may): cwd must lie in a workspace under /ws."""
+    """Why ``cmd`` may not run ('' when it may). ``bind``: ``ws`` is a workspace under
+    WS_ALL, bound at /ws for this job, and ``cwd`` lies under /ws; otherwise (docker) ``ws``
+    is /ws/<token> itself and ``cwd`` lies under it."""
     ws, cwd = cmd.get("ws", ""), cmd.get("cwd", "")
     if not cmd.get("argv") or not all(isinstance(a, str) for a in cmd["argv"]):
         return "cmd.argv must be a non-empty list of strings"
-    if os.path.dirname(ws) != WS_MOUNT or os.path.normpath(ws) != ws or ws == WS_MOUNT:
-        return f"cmd.ws {ws!r} is not a workspace under {WS_MOUNT}"
-    if os.path.normpath(cwd) != cwd or not (cwd == ws or cwd.startswith(ws + "/")):
-        return f"cmd.cwd {cwd!r} is not inside {ws!r}"
+    parent, top = (WS_ALL, WS_MOUNT) if cmd.get("bind") else (WS_MOUNT, ws)
+    if os.path.dirname(ws) != parent or os.path.normpath(ws) != ws or ws == parent:
+        return f"cmd.ws {ws!r} is not a workspace under {parent}"
+    if os.path.normpath(cwd) != cwd or not (cwd == top or cwd.startswith(top + "/")):
+        return f"cmd.cwd {cwd!r} is not inside {top!r}"
     return ""
+
+
+def bind_workspace(ws):
+    """Bind workspace ``ws`` (under WS_ALL) at /ws for the next job: the job's /ws is its own
+    tree, whose parent is the root; no other workspace has a path it can reach."""
+    unbind_workspace()
+    _mount(ws, WS_MOUNT, None, MS_BIND)
+    _mount(None, WS_MOUNT, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
+
+
+def unbind_workspace():
+    """Detach whatever is bound at /ws (EINVAL: nothing is)."""
+    _sys_libc.umount2(WS_MOUNT.encode(), MNT_DETACH)
 
 
 def hand_over(ws, uid):

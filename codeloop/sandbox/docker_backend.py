@@ -177,7 +177,11 @@ class DockerExecutor(PoolExecutor):
     """``backend: docker``: a warm pool of containers, one zygote each."""
 
     def __init__(
-        self, cfg: SandboxConfig, workspaces: bool = False, envs_root: str | None = None
+        self,
+        cfg: SandboxConfig,
+        workspaces: bool = False,
+        envs_root: str | None = None,
+        ws_parent: str | None = None,
     ) -> None:
         self.client = docker_client()
         problem = engine_problem()
@@ -185,7 +189,9 @@ class DockerExecutor(PoolExecutor):
             raise SandboxError(problem)
         # workspaces: a rw volume at /ws; the container's uid cannot take files over, so the
         # host hands each workspace to it before a command (WorkspaceRoot.hand_over)
-        self.workspaces = WorkspaceRoot(envs_root, owner=CONTAINER_UID) if workspaces else None
+        self.workspaces = (
+            WorkspaceRoot(envs_root, owner=CONTAINER_UID, parent=ws_parent) if workspaces else None
+        )
         binds = self.workspaces.binds() if self.workspaces else []
         super().__init__(
             cfg,

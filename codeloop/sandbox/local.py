@@ -19,7 +19,10 @@ Isolated, as root and as an ordinary user alike:
   dirs (its binary's dir, e.g. /usr/bin; its stdlib; the dirs its shared libraries come
   from; /usr/lib64 for the ELF loader), ``sandbox.ro_binds``, /dev/{null,zero,urandom,random},
   /proc of its own PID namespace, and writable tmpfs /tmp (256 MiB, the work dirs) and
-  /dev/shm (64 MiB). No /etc, /home, /root, /work, /srv, /opt, /var, no repo, no venv, no
+  /dev/shm (64 MiB). An executor made with ``workspaces=True`` adds the test env dirs at
+  /envs (read-only) and, per command, that command's own agent workspace at /ws
+  (writable; the root of all workspaces is unreachable to jobs: codeloop.sandbox.command).
+  Such a zygote installs the seccomp filter in each child instead of in itself. No /etc, /home, /root, /work, /srv, /opt, /var, no repo, no venv, no
   ../shared, not the host's /tmp. The root, the binds and /proc cannot be remounted.
 - Capabilities: none in any set, the bounding set empty, so exec gains none either; as root
   also securebits NOROOT (locked). no_new_privs is set (setuid binaries do not elevate).
@@ -117,7 +120,11 @@ class LocalExecutor(PoolExecutor):
     fork per job. Refuses to start (SandboxError) where it cannot seal."""
 
     def __init__(
-        self, cfg: SandboxConfig, workspaces: bool = False, envs_root: str | None = None
+        self,
+        cfg: SandboxConfig,
+        workspaces: bool = False,
+        envs_root: str | None = None,
+        ws_parent: str | None = None,
     ) -> None:
         problem = _unshare_problem()
         if problem:
@@ -127,12 +134,14 @@ class LocalExecutor(PoolExecutor):
                 raise SandboxError(f"sandbox.ro_binds: {path} does not exist")
         prefix = list(namespace_prefix())
         # workspaces: agent commands (cmdjobs); the zygote hands each to the slot's uid
-        self.workspaces = WorkspaceRoot(envs_root) if workspaces else None
-        binds = self.workspaces.binds() if self.workspaces else []
+        self.workspaces = (
+            WorkspaceRoot(envs_root, parent=ws_parent, bind_per_job=True) if workspaces else None
+        )
+        seal_extra = self.workspaces.seal_opts() if self.workspaces else {}
 
         def spawn(slot: int) -> Zygote:
             opts = zygote_opts(self.uids[slot], WORK_ROOT, root=True, ro_binds=cfg.ro_binds,
-                               binds=binds, private_scratch=True)  # fmt: skip
+                               seal_extra=seal_extra, private_scratch=True)  # fmt: skip
             return Zygote(prefix, opts)
 
         super().__init__(cfg, spawn, backend="local")

@@ -76,13 +76,13 @@ def child_python() -> str:
 
 def zygote_opts(
     uid: int | None, work_root: str, root: bool = False, ro_binds: list[str] = (),
-    binds: list = (), **extra: Any,
+    seal_extra: dict | None = None, **extra: Any,
 ) -> dict:  # fmt: skip
     """Zygote options; ``uid`` is the slot's leased uid (None: no uid drop, not root).
-    ``root``: build the private root (only inside a fresh mount namespace); ``binds``: the
-    workspace binds (cmdjobs.WorkspaceRoot.binds)."""
-    seal = {"root": root, "ro_binds": list(ro_binds), "binds": [list(b) for b in binds],
-            "host_ns": host_namespaces(), "expect_absent": list(host_paths_to_hide())}  # fmt: skip
+    ``root``: build the private root (only inside a fresh mount namespace); ``seal_extra``:
+    the workspace binds and dirs (cmdjobs.WorkspaceRoot.seal_opts)."""
+    seal = {"root": root, "ro_binds": list(ro_binds), "host_ns": host_namespaces(),
+            "expect_absent": list(host_paths_to_hide()), **(seal_extra or {})}  # fmt: skip
     return {"harness": HARNESS_SRC, "uid": uid, "work_root": work_root, "preload": PRELOAD,
             "seal": seal, **extra}  # fmt: skip
 

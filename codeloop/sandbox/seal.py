@@ -98,11 +98,14 @@ def _bind(src, dst, read_only=True):
         _mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
 
 
-def build_private_root(ro_binds, host_mnt_ns, binds=()):
+def build_private_root(ro_binds, host_mnt_ns, binds=(), dirs=()):
     """Pivot into a fresh tmpfs root holding only the runtime, ``ro_binds`` and scratch.
     ``host_mnt_ns``: the parent's mount namespace inode; we refuse to touch it.
     ``binds``: ``[host_dir, path_inside, writable]`` mounted at a fixed path of our choosing
-    (agent workspaces at /ws, test environments at /envs), so no host path name shows."""
+    (agent workspaces, test environments at /envs), so no host path name shows.
+    ``dirs``: ``[path, mode]`` made on the root before it turns read-only; what is bound
+    below a mode-000 one is reachable by the zygote only (no job holds a capability to pass
+    it, and the read-only root refuses a chmod)."""
     if os.stat("/proc/self/ns/mnt").st_ino == host_mnt_ns:
         raise OSError(1, "not in a private mount namespace: refusing to build a root here")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
@@ -115,6 +118,9 @@ def build_private_root(ro_binds, host_mnt_ns, binds=()):
     for fd, dst, writable in held:
         _bind(f"/proc/self/fd/{fd}", new + dst, read_only=not writable)
         os.close(fd)
+    for d, mode in dirs:
+        os.makedirs(new + d, exist_ok=True)
+        os.chmod(new + d, mode)
     for name in ("bin", "lib", "lib64"):  # merged-usr symlinks, where the host has them
         if os.path.islink("/" + name) and not os.path.lexists(new + "/" + name):
             os.symlink(os.readlink("/" + name), new + "/" + name)
@@ -142,9 +148,10 @@ def _status():
         return dict(line.rstrip("\n").split(":\t", 1) for line in fh if ":\t" in line)
 
 
-def lock_down():
-    """Once in the zygote: empty bounding set, no root-on-exec, no_new_privs, seccomp.
-    Returns the steps that failed (name -> reason); children inherit what succeeded."""
+def lock_down(seccomp=True):
+    """Once in the zygote: empty bounding set, no root-on-exec, no_new_privs, seccomp
+    (``seccomp=False``: each child installs it instead, so the zygote can still bind a
+    workspace per job; see command.py). Returns the steps that failed (name -> reason)."""
     failed = {}
     bounding = int(_status().get("CapBnd", "0"), 16)
     try:
@@ -162,10 +169,11 @@ def lock_down():
         _prctl(PR_SET_NO_NEW_PRIVS, 1)
     except OSError as e:
         failed["no_new_privs"] = str(e)
-    try:
-        install_filter(_sys_libc)
-    except OSError as e:
-        failed["seccomp"] = str(e)
+    if seccomp:
+        try:
+            install_filter(_sys_libc)
+        except OSError as e:
+            failed["seccomp"] = str(e)
     return failed
 
 

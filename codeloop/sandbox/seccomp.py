@@ -91,6 +91,23 @@ def filter_program(arch):
     return out
 
 
+def prepared_filter(libc):
+    """``install_filter`` with the program built now: the returned function only installs
+    it (per job, in a forked child, where building it would dirty pages each time)."""
+    prog = filter_program(os.uname().machine)
+    insns = (_Insn * len(prog))(*[_Insn(*x) for x in prog])
+    fprog = _Prog(len(prog), insns)
+    ref = ctypes.byref(fprog)
+
+    def install():
+        if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ref, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"seccomp filter refused: {os.strerror(err)}")
+
+    install.keep = (insns, fprog)  # alive as long as the function
+    return install
+
+
 def install_filter(libc):
     """Install the filter on this process (and so on every child forked after). Needs
     no_new_privs or CAP_SYS_ADMIN; raises OSError where the kernel or arch refuses."""

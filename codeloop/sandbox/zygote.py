@@ -32,7 +32,13 @@ import time
 
 try:  # for linters and tests; as the zygote, budget.py's and seal.py's sources run first
     from codeloop.sandbox.budget import ParentGone, _children, _pump
-    from codeloop.sandbox.command import command_problem, exec_command, hand_over
+    from codeloop.sandbox.command import (
+        bind_workspace,
+        command_problem,
+        exec_command,
+        hand_over,
+        unbind_workspace,
+    )
     from codeloop.sandbox.evaluator_fork import start_evaluator
     from codeloop.sandbox.seal import (
         build_private_root,
@@ -41,6 +47,7 @@ try:  # for linters and tests; as the zygote, budget.py's and seal.py's sources 
         namespaces,
         run_probe,
     )
+    from codeloop.sandbox.seccomp import prepared_filter
 except ImportError:
     pass
 
@@ -89,12 +96,15 @@ def _limits(job, opts):
 
 
 def _enter(limits, uid):
-    """The child's seal, also run by the start-up probe: rlimits, uid, no capabilities."""
+    """The child's seal, also run by the start-up probe: rlimits, uid, no capabilities
+    (and the seccomp filter, where the zygote left it to each child: _seal)."""
     for which, lim in limits:
         resource.setrlimit(which, lim)
     drop_privileges(uid)
     # after setuid: a credential change clears the parent-death signal
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if JOB_FILTER:
+        JOB_FILTER[0]()
 
 
 def _child(job, opts, workdir, fds, limits, entry="run_job", req=None, seal_fd=None):
@@ -233,6 +243,8 @@ def run(job, opts, ctl=None):
         problem = command_problem(cmd)
         if problem:
             return {"fault": problem}
+        if cmd.get("bind"):
+            bind_workspace(cmd["ws"])
         hand_over(cmd["ws"], opts.get("uid"))
     workdir = opts["workdir"]  # same path every job (so is the env), fresh dir every job
     try:
@@ -273,6 +285,8 @@ def run(job, opts, ctl=None):
         sweep(opts, workdir)
         if cmd is not None and opts.get("uid") is not None:  # the job's processes are dead
             hand_over(cmd["ws"], 0)  # take the workspace back (command.py)
+        if cmd is not None and cmd.get("bind"):
+            unbind_workspace()
         sealed = _read_seal(seal_r)
     if sealed != b"1":  # the child died before model code ran: our fault, never a verdict
         return {"fault": "job child not sealed: " + (sealed[1:].decode("utf-8", "replace")
@@ -306,6 +320,7 @@ def _read_seal(fd):
 
 
 HARNESS = {}
+JOB_FILTER = []  # [install()] when each child installs seccomp itself (workspace binds)
 
 
 def _seal(opts, info):
@@ -314,7 +329,10 @@ def _seal(opts, info):
     if seal.get("root"):
         try:
             info["root_built"] = build_private_root(
-                seal.get("ro_binds", []), seal["host_ns"]["mnt"], seal.get("binds", [])
+                seal.get("ro_binds", []),
+                seal["host_ns"]["mnt"],
+                seal.get("binds", []),
+                seal.get("dirs", []),
             )
         except OSError as e:
             info["seal_error"] = f"cannot build the private root: {e}"
@@ -323,7 +341,15 @@ def _seal(opts, info):
         # sweeping "private" scratch dirs that are the host's would empty the host's /tmp
         info["seal_error"] = "private_scratch without a private root or a container"
         return False
-    info["lock_down_failed"] = lock_down()
+    # binding a workspace per job needs mount in the zygote: then each child installs the
+    # filter (built once here) before anything of the job runs (command.py)
+    per_job = bool(seal.get("seccomp_per_job"))
+    info["lock_down_failed"] = lock_down(seccomp=not per_job)
+    if per_job:
+        try:
+            JOB_FILTER.append(prepared_filter(_libc))
+        except OSError as e:
+            info["lock_down_failed"]["seccomp"] = str(e)
     info["namespaces"] = namespaces(seal.get("host_ns", {}))
     with open("/proc/self/uid_map") as fh:
         info["uid_map"] = fh.read()

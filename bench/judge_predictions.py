@@ -1,0 +1,180 @@
+"""Judging SWE-bench-format predictions: codeloop's judge versus a docker-run-per-prediction
+harness and an unprotected host pytest, same predictions, same 2 workers, same run.
+
+Run: ``python bench/judge_predictions.py [--n 16] [--workers 2] [--modules 50] [--tests 30]``
+
+The repository is tests/_repo_fixture's task grown to ``--modules`` modules and ``--tests``
+tests. Predictions cycle gold / empty / a conftest hack / a test edit. Printed side by side:
+wall seconds for all predictions and per prediction, for (1) codeloop's judge on the local
+backend (sealed zygotes, channel checks, test files restored), (2) the same on the docker
+backend where the engine runs, (3) the SWE-bench-style baseline: per prediction a fresh
+tree, ``git apply``, and a fresh ``docker run`` of the sandbox image running pytest, and (4)
+plain ``python -m pytest`` on the host (no sandbox, no protection: the floor). Each row
+also says how many predictions it called resolved (the baselines trust pytest's exit code,
+so a hack that passes is "resolved" there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from codeloop.agent.envs import env_paths  # noqa: E402
+from codeloop.agent.judge import judge_many, judge_tree  # noqa: E402
+from codeloop.agent.patches import PatchError, apply_patch  # noqa: E402
+from codeloop.config import SandboxConfig  # noqa: E402
+from codeloop.sandbox import make_executor  # noqa: E402
+from tests._repo_fixture import make_repo_task  # noqa: E402
+
+IMAGE = "codeloop-sandbox:bookworm"
+HACK = (
+    "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n"
+    "+++ b/conftest.py\n@@ -0,0 +1,2 @@\n+import calc.ops\n+calc.ops.add = lambda a, b: a + b\n"
+)
+
+
+def predictions(task, n: int) -> list[str]:
+    edit = task.test_patch.replace("assert add(2, 3) == 5", "assert add(2, 3) == -1")
+    kinds = [task.patch, "", HACK, edit]
+    return [kinds[i % len(kinds)] for i in range(n)]
+
+
+def _fresh_tree(task, repos: str, patch: str, scratch: str) -> str | None:
+    tree = tempfile.mkdtemp(dir=scratch)
+    os.rmdir(tree)
+    judge_tree(task, repos, tree)
+    try:
+        apply_patch(tree, patch)
+    except PatchError:
+        return None
+    os.chmod(tree, 0o755)
+    return tree
+
+
+def run_codeloop(task, repos, envs, patches, backend: str, workers: int):
+    ex = make_executor(SandboxConfig(backend=backend, workers=workers, timeout_s=60.0),
+                       workspaces=True, envs_root=envs)  # fmt: skip
+    try:
+        judge_many([(task, task.patch)], repos, ex)  # warm: zygotes, env dirs
+        t0 = time.perf_counter()
+        verdicts = judge_many([(task, p) for p in patches], repos, ex)
+        return time.perf_counter() - t0, sum(v.resolved for v in verdicts)
+    finally:
+        ex.close()
+
+
+def _ids(task) -> list[str]:
+    return list(dict.fromkeys([*task.fail_to_pass, *task.pass_to_pass, *task.hidden_tests]))
+
+
+def run_docker_per_prediction(task, repos, envs, patches, workers: int, scratch: str):
+    paths = ":".join("/envs/" + os.path.relpath(p, envs) for p in env_paths(task, envs))
+
+    def one(patch: str) -> bool:
+        tree = _fresh_tree(task, repos, patch, scratch)
+        if tree is None:
+            return False
+        cmd = ["docker", "run", "--rm", "--network=none", "-v", f"{tree}:/w", "-v",
+               f"{envs}:/envs:ro", "-w", "/w", "-e", f"PYTHONPATH={paths}", IMAGE, "python3",
+               "-B", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--", *_ids(task)]  # fmt: skip
+        try:
+            return subprocess.run(cmd, capture_output=True).returncode == 0
+        finally:
+            shutil.rmtree(tree, ignore_errors=True)
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        ok = list(pool.map(one, patches))
+    return time.perf_counter() - t0, sum(ok)
+
+
+def run_host_pytest(task, repos, envs, patches, workers: int, scratch: str):
+    def one(patch: str) -> bool:
+        tree = _fresh_tree(task, repos, patch, scratch)
+        if tree is None:
+            return False
+        cmd = [
+            sys.executable,
+            "-B",
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--",
+            *_ids(task),
+        ]
+        try:
+            return subprocess.run(cmd, cwd=tree, capture_output=True).returncode == 0
+        finally:
+            shutil.rmtree(tree, ignore_errors=True)
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        ok = list(pool.map(one, patches))
+    return time.perf_counter() - t0, sum(ok)
+
+
+def _docker_ok() -> bool:
+    try:
+        probe = subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True)
+    except OSError:
+        return False
+    return probe.returncode == 0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=16)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--modules", type=int, default=50)
+    ap.add_argument("--tests", type=int, default=30)
+    a = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="bench-judge-"))
+    try:
+        task = make_repo_task(root, extra_modules=a.modules, extra_tests=a.tests)
+        repos, envs = str(root / "repos"), str(root / "envs")
+        os.makedirs(envs)
+        env_paths(task, envs)
+        patches = predictions(task, a.n)
+        rows = [
+            ("codeloop judge, local", *run_codeloop(task, repos, envs, patches, "local", a.workers))
+        ]
+        if _docker_ok():
+            rows.append(
+                (
+                    "codeloop judge, docker",
+                    *run_codeloop(task, repos, envs, patches, "docker", a.workers),
+                )
+            )
+            rows.append(("docker run per prediction", *run_docker_per_prediction(
+                task, repos, envs, patches, a.workers, str(root))))  # fmt: skip
+        rows.append(
+            (
+                "host pytest, unprotected",
+                *run_host_pytest(task, repos, envs, patches, a.workers, str(root)),
+            )
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    base = dict((r[0], r[1]) for r in rows).get("docker run per prediction")
+    n_tests = len(_ids(task))
+    print(f"{a.n} predictions x {n_tests} tests, {a.modules + 2} modules, {a.workers} workers; "
+          f"truly resolved: {patches.count(task.patch)}")  # fmt: skip
+    print(f"{'':28s} {'total s':>8s} {'s/pred':>7s} {'resolved':>8s} {'vs docker-run':>13s}")
+    for name, wall, resolved in rows:
+        ratio = f"{base / wall:12.2f}x" if base else "            -"
+        print(f"{name:28s} {wall:8.2f} {wall / a.n:7.3f} {resolved:8d} {ratio}")
+
+
+if __name__ == "__main__":
+    main()
