@@ -100,3 +100,24 @@ def exec_command(cmd):
     except OSError as e:
         os.write(2, f"cannot run {cmd['argv'][0]!r}: {e}\n".encode())
     os._exit(EXEC_FAILED)
+
+
+def before_command(cmd, opts):
+    """In the zygote before the fork: '' when ``cmd`` may run, its workspace then bound at
+    /ws (local) and the slot uid's; else why not (a fault of ours: we built the frame)."""
+    problem = command_problem(cmd)
+    if problem:
+        return problem
+    if cmd.get("bind"):
+        bind_workspace(cmd["ws"])
+    hand_over(cmd["ws"], opts.get("uid"))
+    return ""
+
+
+def after_command(cmd, opts):
+    """In the zygote once every process of the job is dead: the workspace is root's again
+    (mode 0700) and /ws is detached."""
+    if opts.get("uid") is not None:
+        hand_over(cmd["ws"], 0)
+    if cmd.get("bind"):
+        unbind_workspace()

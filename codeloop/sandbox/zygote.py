@@ -32,13 +32,7 @@ import time
 
 try:  # for linters and tests; as the zygote, budget.py's and seal.py's sources run first
     from codeloop.sandbox.budget import ParentGone, _children, _pump
-    from codeloop.sandbox.command import (
-        bind_workspace,
-        command_problem,
-        exec_command,
-        hand_over,
-        unbind_workspace,
-    )
+    from codeloop.sandbox.command import after_command, before_command, exec_command
     from codeloop.sandbox.evaluator_fork import start_evaluator
     from codeloop.sandbox.seal import (
         build_private_root,
@@ -240,12 +234,9 @@ def run(job, opts, ctl=None):
     """Judge one job: fork the child, pump its pipes, kill and sweep. Returns a dict."""
     cmd = job.get("cmd")
     if cmd is not None:
-        problem = command_problem(cmd)
+        problem = before_command(cmd, opts)  # its workspace bound and handed over
         if problem:
             return {"fault": problem}
-        if cmd.get("bind"):
-            bind_workspace(cmd["ws"])
-        hand_over(cmd["ws"], opts.get("uid"))
     workdir = opts["workdir"]  # same path every job (so is the env), fresh dir every job
     try:
         os.mkdir(workdir, 0o700)
@@ -283,10 +274,8 @@ def run(job, opts, ctl=None):
         for r, _ in pipes.values():
             os.close(r)
         sweep(opts, workdir)
-        if cmd is not None and opts.get("uid") is not None:  # the job's processes are dead
-            hand_over(cmd["ws"], 0)  # take the workspace back (command.py)
-        if cmd is not None and cmd.get("bind"):
-            unbind_workspace()
+        if cmd is not None:  # every process of the job is dead: take the workspace back
+            after_command(cmd, opts)
         sealed = _read_seal(seal_r)
     if sealed != b"1":  # the child died before model code ran: our fault, never a verdict
         return {"fault": "job child not sealed: " + (sealed[1:].decode("utf-8", "replace")
