@@ -13,18 +13,17 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from codeloop.config_data import CleanConfig, RepoTasksConfig, SourceSpec  # re-exported
 from codeloop.config_sections import (  # re-exported: codeloop.config is the one entry
     REWARD_VERSIONS,
     AgentConfig,
     BucketConfig,
-    CleanConfig,
     CriticConfig,
     CurriculumStage,
     EvaluateConfig,
     LoraConfig,
     PolicyConfig,
     PolicyInitConfig,
-    RepoTasksConfig,
     RetentionConfig,
     RewardConfig,
     RolloutConfig,
@@ -33,7 +32,6 @@ from codeloop.config_sections import (  # re-exported: codeloop.config is the on
     ScoreConfig,
     SealProperty,
     SftConfig,
-    SourceSpec,
     TrainConfig,
     _Section,
 )

@@ -55,6 +55,7 @@ def test_config_imports_nothing_of_the_domain(repo_root):
     assert closure(repo_root, "codeloop.config") == {
         "codeloop/__init__.py",
         "codeloop/config.py",
+        "codeloop/config_data.py",
         "codeloop/config_sections.py",
     }
 

@@ -178,3 +178,29 @@ def test_the_cli_reads_synthetic_repo_n(tmp_path):
                "--backend", "subprocess"])  # fmt: skip
     report = read_json(tmp_path / "o" / "report.json")
     assert rc == 0 and report["kept_repo"] == 4 and report["balanced"]
+
+
+def test_training_tasks_from_a_frozen_repository_are_leaks_whatever_the_snapshot():
+    tasks, _ = generate_repo_tasks(6, seed=31)
+    minted = [replace(t, source="minted", repo="acme/widgets") for t in tasks]
+    other = [replace(t, source="minted", repo="acme/other") for t in tasks[3:]]
+    frozen = {"minted": [replace(minted[0], snapshot="e" * 64, task_id="f0")]}
+    leaks = find_repo_leaks([*minted[1:3], *other], frozen, 0.99, 128)
+    assert {(lk["task_id"], lk["view"]) for lk in leaks} == {
+        (minted[1].task_id, "repository"), (minted[2].task_id, "repository")}  # fmt: skip
+
+
+def test_the_report_counts_kept_repo_tasks_by_difficulty(cleaned):
+    out, report = cleaned
+    tasks = read_tasks(out / "tasks.parquet")
+    assert sum(report["repo_by_difficulty"].values()) == len(tasks)
+    assert report["repo_by_difficulty"] == {
+        str(d): sum(t.difficulty == d for t in tasks) for d in sorted({t.difficulty for t in tasks})
+    }
+
+
+def test_the_bucket_proxies_use_the_generators_difficulty_for_repo_tasks():
+    from codeloop.data.difficulty import proxies
+
+    t = generate_repo_tasks(1, seed=2)[0][0]
+    assert proxies(t)["generator_depth"] == t.difficulty

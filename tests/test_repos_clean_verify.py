@@ -156,3 +156,47 @@ def test_the_clean_output_tasks_load_with_their_snapshots(tmp_path):
     curate(_params([{"kind": "synthetic_repo", "n": 3, "seed": 15}]), tmp_path / "out")
     for t in read_tasks(tmp_path / "out" / "tasks.parquet"):
         assert (tmp_path / "out" / "repos" / t.snapshot).is_dir()
+
+
+def test_the_clean_stage_with_the_switch_on_writes_repo_tasks_beside_function_tasks(tmp_path):
+    from codeloop.paths import Paths
+    from codeloop.stages import clean
+
+    params = parse_params({
+        "clean": {"sources": [{"kind": "synthetic", "n": 6, "seed": 0}], "frozen": [],
+                  "verify_runs": 1, "heldout_fraction": 0.0,
+                  "repo_tasks": {"enabled": True, "n": 4, "heldout_n": 2}},
+        "sandbox": {"backend": "local", "timeout_s": 30},
+    })  # fmt: skip
+    paths = Paths(tmp_path)
+    report = clean.run(params, paths)
+    tasks = read_tasks(paths.clean_tasks)
+    assert sorted({t.kind for t in tasks}) == ["function", "repo"] and report["kept_repo"] == 4
+    assert report["frozen"]["heldout_repo"] == 2 and report["balanced"]
+    used = {t.snapshot for t in tasks if t.kind == "repo"}
+    used |= {t.snapshot for t in read_tasks(paths.frozen_dir / "heldout_repo.parquet")}
+    assert {p.name for p in (paths.clean_dir / "repos").iterdir()} == used
+
+
+@pytest.mark.docker
+def test_the_executability_filter_gives_the_same_verdicts_on_the_docker_backend(tmp_path):
+    from codeloop.data.repos.curate_repos import RepoVerifier
+    from codeloop.sandbox.docker_backend import skip_without_docker_engine
+
+    skip_without_docker_engine()
+    tasks, trees = generate_repo_tasks(3, seed=16)
+    for files in trees.values():
+        store_files(files, tmp_path / "clean" / "repos")
+    swapped = replace(tasks[0], task_id="swapped", fail_to_pass=tasks[0].pass_to_pass[:1],
+                      pass_to_pass=tasks[0].fail_to_pass)  # fmt: skip
+    params = parse_params({"clean": {"repo_verify_runs": 1},
+                           "sandbox": {"backend": "docker", "timeout_s": 30}})  # fmt: skip
+    verifier = RepoVerifier(params, tmp_path / "clean" / "repos")
+    try:
+        kept, dropped = verifier.verify([*tasks, swapped])
+    finally:
+        verifier.close()
+    assert [t.task_id for t in kept] == [t.task_id for t in tasks]
+    assert [(d["task_id"], d["reason"]) for d in dropped] == [
+        ("swapped", "fail_to_pass_passes_unfixed")
+    ]

@@ -126,3 +126,49 @@ def test_a_repository_whose_suite_does_not_collect_is_refused(tmp_path):
     src = _write(tmp_path / "bad", {"pkg.py": "x = 1\n", "test_pkg.py": "import nonexistent\n"})
     with pytest.raises(RuntimeError, match="does not collect|no test"):
         mint_repo(src, tmp_path / "out", MintConfig(max_tasks=2, workers=1))
+
+
+def test_the_experts_edits_turn_a_minted_base_back_into_the_pristine_file(minted):
+    from codeloop.data.repos.diffs import apply_file_diff, split_files
+    from codeloop.data.repos.expert import expert_calls
+
+    for t in read_tasks(minted / "tasks.parquet"):
+        path = t.metadata["mutation"]["path"]
+        pristine = (minted / "repos" / t.snapshot / path).read_text()
+        text = apply_file_diff(pristine, split_files(t.bug_patch)[path])
+        calls = expert_calls(t, minted / "repos")
+        searches = [c["args"]["pattern"] for c in calls if c["tool"] == "search"]
+        assert all(re.search(p, text) for p in searches), searches
+        for c in calls:
+            if c["tool"] == "edit":
+                assert text.count(c["args"]["old"]) == 1
+                text = text.replace(c["args"]["old"], c["args"]["new"])
+        assert text == pristine, t.task_id
+
+
+DEP_REPO = {
+    "shop/__init__.py": "",
+    "shop/price.py": "from helperlib import cents\n\n\ndef total(xs):\n    s = 0\n    for x in xs:\n        s += cents(x)\n    return s\n",  # noqa: E501
+    "tests/test_price.py": "from shop.price import total\n\n\ndef test_total():\n    assert total([1, 2]) == 300\n\n\ndef test_empty():\n    assert total([]) == 0\n",  # noqa: E501
+}
+
+
+def test_a_repo_with_dependencies_mints_with_its_env_dir_and_clean_verifies_it(tmp_path):
+    src = _write(tmp_path / "shop", DEP_REPO)
+    with pytest.raises(RuntimeError, match="does not collect|no test"):
+        mint_repo(src, tmp_path / "nodeps", MintConfig(max_tasks=2, workers=1))
+    deps = _write(tmp_path / "deps", {"helperlib.py": "def cents(x):\n    return x * 100\n"})
+    res = mint_repo(src, tmp_path / "out", MintConfig(max_tasks=3, workers=2, deps=str(deps)))
+    env = res.tasks[0].environment
+    assert (
+        res.tasks and env.startswith("shop-deps-") and {t.environment for t in res.tasks} == {env}
+    )
+    assert (tmp_path / "out" / "envs" / env / "helperlib.py").is_file()
+    params = parse_params({
+        "clean": {"sources": [{"kind": "repo", "path": str(tmp_path / "out")}], "frozen": [],
+                  "verify_runs": 0, "repo_verify_runs": 1, "repo_tasks": {"enabled": False}},
+        "sandbox": {"backend": "local", "timeout_s": 30},
+    })  # fmt: skip
+    report = curate(params, tmp_path / "clean")
+    assert report["kept_repo"] == len(res.tasks) and report["dropped"] == 0
+    assert (tmp_path / "clean" / "envs" / env / "helperlib.py").is_file()

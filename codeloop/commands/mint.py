@@ -1,13 +1,16 @@
 """`codeloop mint`: repository tasks from a local Python repository with a pytest suite.
 
     codeloop mint --repo PATH --out DIR [--max N] [--seed S] [--workers N]
-                  [--hidden-fraction F] [--name NAME] [--license SPDX] [--backend local|docker]
+                  [--hidden-fraction F] [--name NAME] [--license SPDX] [--deps DIR]
+                  [--backend local|docker]
 
 PATH is a repository directory or an sdist (.tar.gz) that ships its tests. Writes
 DIR/tasks.parquet, DIR/repos/<sha>/ (the pristine snapshot), DIR/report.json (tried,
 kept, rejected by reason, per-operator yield) and DIR/manifest.json; `codeloop clean
 --source repo:DIR` takes it. Exit 0 when it ran, 2 for an unusable repository, 3 when the
-sandbox failed.
+sandbox failed. A pure-Python package needs only pytest; one with dependencies takes
+``--deps DIR`` (a ``pip install --target DIR`` of them, made once at setup): it becomes the
+tasks' env dir (DIR/envs/<name>, ``Task.environment``), mounted read-only in the sandbox.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ def add_arguments(p) -> None:
                    help="share of FAIL_TO_PASS test files kept hidden")  # fmt: skip
     p.add_argument("--name", default="", help="repository name (default: its dir name)")
     p.add_argument("--license", default="unknown", help="licence recorded in each task")
+    p.add_argument("--deps", default="",
+                   help="dir of the repo's installed dependencies (pip install --target DIR)")  # fmt: skip
     p.add_argument("--backend", choices=["local", "docker"], default="local")
 
 
@@ -37,7 +42,7 @@ def run(args) -> int:
 
     cfg = MintConfig(max_tasks=args.max, seed=args.seed, workers=args.workers,
                      hidden_fraction=args.hidden_fraction, name=args.name,
-                     license=args.license)  # fmt: skip
+                     license=args.license, deps=args.deps)  # fmt: skip
     try:
         res = mint_repo(args.repo, args.out, cfg, backend=args.backend)
     except (OSError, ValueError, RuntimeError) as exc:

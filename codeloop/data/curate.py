@@ -154,7 +154,7 @@ def _load_frozen(cfg, executor, quarantine: list, repos_dir, verifier) -> tuple[
     extra = [("heldout_repo", s) for s in repos.repo_specs(cfg)[1]]
     for fixed, spec in [(None, s) for s in cfg.frozen] + extra:
         name = fixed or _frozen_name(spec, sets)
-        res = load_source(spec, repos_dir)
+        res = load_source(spec, repos_dir, cfg.repos_dir)
         quarantine += [{**q, "role": f"frozen:{name}"} for q in res.quarantine_rows]
         _unique_ids(res.tasks, set())
         fn_tasks = [t for t in res.tasks if t.kind != "repo"]
@@ -223,7 +223,7 @@ def _clean_tasks(params, executor, repos_dir, verifier) -> dict[str, Any]:
     tasks: list[Task] = []
     rows_in, per_source, seen = 0, [], set()
     for spec in [*cfg.sources, *repos.repo_specs(cfg)[0]]:
-        res = load_source(spec, repos_dir)
+        res = load_source(spec, repos_dir, cfg.repos_dir)
         _unique_ids(res.tasks, seen)
         rows_in += res.rows_in
         quarantine += [{**q, "role": "train"} for q in res.quarantine_rows]
@@ -266,6 +266,9 @@ def _clean_tasks(params, executor, repos_dir, verifier) -> dict[str, Any]:
         "quarantined": train_q,
         "few_tests": sum(1 for t in train if t.metadata.get("few_tests")),
         "kept_repo": len(repo["kept"]),
+        "repo_by_difficulty": {
+            str(k): v for k, v in sorted(Counter(t.difficulty for t in repo["kept"]).items())
+        },  # fmt: skip
         "frozen": {name: len(ts) for name, ts in sorted(frozen.items())},
     }
     counts["balanced"] = rows_in == counts["kept"] + counts["dropped"] + train_q

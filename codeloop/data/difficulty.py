@@ -32,7 +32,7 @@ def proxies(task: Task) -> dict[str, float]:
         "n_tests": float(len(task.all_tests())),
         "solution_nodes": float(nodes),
     }
-    if task.source == "synthetic" and task.difficulty >= 0:
+    if task.source in ("synthetic", "synthetic_repo") and task.difficulty >= 0:
         out["generator_depth"] = float(task.difficulty)  # the generator's own knob
     return out
 

@@ -370,13 +370,14 @@ def _load_synthetic(n: int, seed: int, max_depth: int) -> LoadResult:
     return res
 
 
-def load_source(spec, repos_dir=None) -> LoadResult:
+def load_source(spec, repos_dir=None, clones_dir: str = "") -> LoadResult:
     """Load one `SourceSpec` (kind + path, or generator settings for synthetic); repository
-    kinds store their snapshots under ``repos_dir`` (codeloop.data.repos.load)."""
+    kinds store their snapshots under ``repos_dir`` (codeloop.data.repos.load); swebench
+    reads its local clones from ``clones_dir``."""
     if spec.kind in REPO_KINDS:
         from codeloop.data.repos.load import load_repo_source
 
-        r = load_repo_source(spec, repos_dir)
+        r = load_repo_source(spec, repos_dir, clones_dir)
         return LoadResult(r.tasks, r.quarantine_rows, r.rows_in)
     if spec.kind == "synthetic":
         return _load_synthetic(spec.n, spec.seed, spec.max_depth)

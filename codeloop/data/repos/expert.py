@@ -10,6 +10,7 @@ observations; nothing here fakes one.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from codeloop.data.repos.diffs import apply_file_diff, hunks, split_files
@@ -49,6 +50,16 @@ def _edit_strings(hunk: list[str], base: str | None) -> tuple[str, str]:
             hi += 1
 
 
+def _pattern(function: str, lines: list[str]) -> str:
+    """What to search for: the function the fix lies in when the task knows it, else the
+    first line the fix removes (SWE-bench rows name no function)."""
+    if function:
+        return f"def {function}\\("
+    removed = next((x[1:].strip() for x in lines if x.startswith("-") and not x.startswith("---")
+                    and x[1:].strip()), "")  # fmt: skip
+    return re.escape(removed[:60]) if removed else "def "
+
+
 def _module_of(node_id: str, task: Task) -> str:
     """The product module a failing test exercises (what a person opens first)."""
     return task.metadata.get("symptom_path") or node_id.split("::", 1)[0]
@@ -65,11 +76,10 @@ def expert_calls(task: Task, repos_dir: str | Path | None = None) -> list[dict]:
     symptom = _module_of(task.fail_to_pass[0] if task.fail_to_pass else "", task)
     calls: list[dict] = [{"tool": "run_tests", "args": {}}]
     calls.append({"tool": "read_file", "args": {"path": symptom}})
-    function = task.metadata.get("mutation", {}).get("function", "")
+    function = task.metadata.get("mutation", {}).get("function", "").rsplit(".", 1)[-1]
     for path, lines in files.items():
         if path != symptom:
-            pattern = f"def {function}\\(" if function else path.rsplit("/", 1)[-1]
-            calls.append({"tool": "search", "args": {"pattern": pattern}})
+            calls.append({"tool": "search", "args": {"pattern": _pattern(function, lines)}})
         base = _buggy_text(task, repos_dir, path) if repos_dir is not None else None
         for hunk in hunks(lines):
             old, new = _edit_strings(hunk, base)

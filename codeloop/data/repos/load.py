@@ -1,72 +1,20 @@
 """Repository task sources for the clean stage: ``synthetic_repo`` (the generator) and
 ``repo:DIR`` (a directory of repository tasks: ``tasks.parquet`` + ``repos/<sha>/``, what
-``codeloop mint`` writes), each checked row by row and stored content-addressed under the
+``codeloop mint`` writes) and ``swebench:FILE`` (codeloop.data.repos.swebench), each checked row by row and stored content-addressed under the
 clean stage's ``repos_dir``. A bad row is quarantined naming its file, row, field and
 reason; nothing is dropped silently.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from codeloop.data.repos import store
-from codeloop.data.repos.diffs import split_files
+from codeloop.data.repos.checks import RepoLoad, check_repo_task
 from codeloop.data.validate import SourceError, iter_records, quarantine_row
 from codeloop.schema import Task
 
-REPO_KINDS = ("synthetic_repo", "repo")
-
-
-@dataclass
-class RepoLoad:
-    """Tasks of one repository source, its quarantined rows and its row count (the
-    fields of codeloop.data.loaders.LoadResult, which wraps it: loaders imports this)."""
-
-    tasks: list[Task] = field(default_factory=list)
-    quarantine_rows: list[dict[str, Any]] = field(default_factory=list)
-    rows_in: int = 0
-
-
-_NODE = re.compile(r"^[^\s:][^:]*\.py::\S.*$")
-
-
-def check_repo_task(task: Task, repos_dir: str | Path | None = None) -> tuple[str, str] | None:
-    """``(field, reason)`` for the first problem of a repository task, or None if sound."""
-    if not task.task_id:
-        return "task_id", "missing task_id"
-    if task.kind != "repo":
-        return "kind", f"expected kind 'repo', found {task.kind!r}"
-    if not task.prompt.strip():
-        return "prompt", "empty problem statement"
-    if not task.snapshot:
-        return "snapshot", "missing snapshot"
-    if repos_dir is not None:
-        try:
-            store.snapshot_path(repos_dir, task.snapshot)
-        except store.SnapshotError as exc:
-            return "snapshot", str(exc)
-    for name in ("patch", "bug_patch", "test_patch"):
-        text = getattr(task, name)
-        if (text or name == "patch") and not split_files(text):
-            return name, f"{name} is not a git-style diff (no 'diff --git' header)"
-    if not task.fail_to_pass:
-        return "fail_to_pass", "no FAIL_TO_PASS test"
-    for name in ("fail_to_pass", "pass_to_pass", "visible_tests", "hidden_tests"):
-        for i, node in enumerate(getattr(task, name)):
-            if not isinstance(node, str) or not _NODE.match(node):
-                return f"{name}[{i}]", f"not a pytest node id (path.py::name): {node!r}"
-    if set(task.fail_to_pass) & set(task.pass_to_pass):
-        return "pass_to_pass", "a test is in both FAIL_TO_PASS and PASS_TO_PASS"
-    if set(task.hidden_tests) & set(task.visible_tests):
-        return "hidden_tests", "a test is both visible and hidden"
-    hidden_files = {h.split("::")[0] for h in task.hidden_tests}
-    shown = {v.split("::")[0] for v in task.visible_tests}
-    if hidden_files & shown:
-        return "hidden_tests", f"hidden tests share a file with visible ones: {sorted(hidden_files & shown)}"  # fmt: skip
-    return None
+REPO_KINDS = ("synthetic_repo", "repo", "swebench")
 
 
 def _checked(res, source: str, file: str, tasks: list[Task], repos_dir) -> None:
@@ -123,12 +71,31 @@ def load_task_dir(path: str | Path, repos_dir: str | Path):
             res.quarantine_rows.append(quarantine_row("repo", str(table), row, "snapshot", good[sha], rec))  # fmt: skip
             continue
         task.metadata.setdefault("provenance", {}).update({"file": table.name, "row": row})
-        problem = check_repo_task(task, repos_dir)
+        problem = check_repo_task(task, repos_dir) or _copy_env(root, task, repos_dir)
         if problem:
             res.quarantine_rows.append(quarantine_row("repo", str(table), row, *problem, rec))
         else:
             res.tasks.append(task)
     return res
+
+
+def _copy_env(root: Path, task: Task, repos_dir) -> tuple[str, str] | None:
+    """Copy the task's env dir (DIR/envs/<environment>) beside the store's snapshots, where
+    the clean stage's verifier and the agent env look (<repos_dir>/../envs)."""
+    if not task.environment:
+        return None
+    src = root / "envs" / task.environment
+    if "/" in task.environment or not src.is_dir():
+        return "environment", f"environment {task.environment!r} is not in {root / 'envs'}"
+    dst = Path(repos_dir).parent / "envs" / task.environment
+    if not dst.is_dir():
+        import shutil
+
+        tmp = Path(str(dst) + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(src, tmp)
+        tmp.rename(dst)
+    return None
 
 
 def _copy_snapshot(src_repos: Path, sha: str, repos_dir) -> str:
@@ -155,6 +122,10 @@ def load_repo_source(spec, repos_dir: str | Path | None, clones_dir: str = ""):
         raise SourceError(f"source kind {spec.kind!r} needs a path")
     if spec.kind == "repo":
         return load_task_dir(spec.path, repos_dir)
+    if spec.kind == "swebench":
+        from codeloop.data.repos.swebench import load_swebench
+
+        return load_swebench(spec.path, clones_dir, repos_dir)
     raise SourceError(
         f"unknown repository source kind {spec.kind!r}; allowed: {', '.join(REPO_KINDS)}"
     )

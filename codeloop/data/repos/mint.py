@@ -43,6 +43,8 @@ class MintConfig:
     timeout_s: float = 60.0
     name: str = ""
     license: str = "unknown"
+    env_name: str = ""  # set by mint_repo from deps
+    deps: str = ""  # a site-packages-like dir of the repo's dependencies (pip install --target)
 
 
 @dataclass
@@ -185,6 +187,18 @@ def _workspace(ex, snap: Path, cand: _Candidate | None) -> str:
     return ws
 
 
+def _deps_env(deps: str, envs_root: Path, name: str) -> str:
+    """The repository's own env dir (codeloop.agent.envs.build_env) from a dir of its
+    installed dependencies; its name (what ``Task.environment`` holds)."""
+    from codeloop.agent.envs import build_env
+
+    root = Path(deps)
+    if not root.is_dir():
+        raise ValueError(f"mint: --deps {root} is not a directory")
+    files = [(rel, p) for rel, p, _ in store.iter_tree(root)]
+    return Path(build_env(str(envs_root), f"{name}-deps", files)).name
+
+
 def _task(name, sha, cand, failing, stable, report, snap, product, cfg, n) -> Task:
     first = next(k for k, v in report.outcomes.items() if k in failing and v != "passed")
     hidden_files = _split_hidden(failing, cfg.hidden_fraction, f"{sha}:{cand.mutation.site}")
@@ -207,11 +221,23 @@ def _task(name, sha, cand, failing, stable, report, snap, product, cfg, n) -> Ta
         visible_tests=visible,
         hidden_tests=hidden,
         difficulty=min(len(failing), 9),  # fewer failing tests: a narrower symptom to chase
+        environment=cfg.env_name,
         metadata={"license": cfg.license, "hidden_fail_to_pass": [t for t in hidden if t in failing],
                   "mutation": {"operator": cand.mutation.operator, "path": cand.path,
                                "function": cand.mutation.function, "site": site},
                   "provenance": {"generator": "mint-v1", "repo": name, "seed": cfg.seed}},
     )  # fmt: skip
+
+
+def _rejection(report, failing: tuple, seen_failing: set) -> str:
+    """Why a candidate's run does not make a task ('' when it does)."""
+    if report.status == "timeout":
+        return "timeout"
+    if not report.collected_ok:
+        return "collect_error"
+    if not failing:
+        return "no_test_fails"
+    return "duplicate_failing_set" if failing in seen_failing else ""
 
 
 def _mint(ex, snap: Path, sha: str, name: str, env: list[str], cfg: MintConfig) -> MintResult:
@@ -252,14 +278,9 @@ def _mint(ex, snap: Path, sha: str, name: str, env: list[str], cfg: MintConfig) 
             op = per_op.setdefault(c.mutation.operator, Counter())
             op["tried"] += 1
             failing = tuple(sorted(t for t in stable if r.outcomes.get(t) != "passed"))
-            if r.status == "timeout":
-                rejected["timeout"] += 1
-            elif not r.collected_ok:
-                rejected["collect_error"] += 1
-            elif not failing:
-                rejected["no_test_fails"] += 1
-            elif failing in seen_failing:
-                rejected["duplicate_failing_set"] += 1
+            reason = _rejection(r, failing, seen_failing)
+            if reason:
+                rejected[reason] += 1
             else:
                 seen_failing.add(failing)
                 op["kept"] += 1
@@ -300,13 +321,21 @@ def mint_repo(path: str | Path, out_dir: str | Path, cfg: MintConfig, backend: s
         name = cfg.name or root.name
         envs = Path(tmp, "envs")
         envs.mkdir()
-        env = env_paths(Task(task_id="mint", source="minted", prompt="-"), str(envs))
+        if cfg.deps:
+            cfg = dataclasses.replace(cfg, env_name=_deps_env(cfg.deps, envs, name))
+        probe = Task(task_id="mint", source="minted", prompt="-", environment=cfg.env_name)
+        env = env_paths(probe, str(envs))
         sandbox = SandboxConfig(backend=backend, workers=cfg.workers, timeout_s=cfg.timeout_s)
         ex = make_executor(sandbox, workspaces=True, envs_root=str(envs))
         try:
             res = _mint(ex, store.snapshot_path(out / "repos", sha), sha, name, env, cfg)
         finally:
             ex.close()
+        if cfg.env_name:  # the env travels with the tasks: clean copies it beside its snapshots
+            from codeloop.agent.workspace import copy_tree
+
+            (out / "envs" / cfg.env_name).mkdir(parents=True, exist_ok=True)
+            copy_tree(str(envs / cfg.env_name), str(out / "envs" / cfg.env_name))
     res.report["seconds"] = round(time.perf_counter() - start, 2)
     io.write_tasks(out / "tasks.parquet", res.tasks)
     io.write_json(out / "report.json", res.report)

@@ -1,0 +1,126 @@
+"""The clean stage's section models (sources, the repository-task switch, thresholds),
+split from config_sections.py only for size; like it, this imports nothing of the domain.
+codeloop.config re-exports them.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+
+from codeloop.config_sections import _Section
+
+
+class SourceSpec(_Section):
+    kind: str = Field(
+        description="Loader kind: synthetic, humaneval, mbpp, apps, canonical (see "
+        "codeloop.data.loaders); repository tasks: synthetic_repo, repo (a mint output dir), "
+        "swebench (instances.jsonl; clones in clean.repos_dir)."
+    )
+    path: str = Field("", description="File path for file-based kinds; empty for packaged ones.")
+    n: int = Field(0, ge=0, description="Synthetic only: number of tasks to generate.")
+    seed: int = Field(0, description="Synthetic only: generator seed.")
+    max_depth: int = Field(
+        3, ge=1, le=8, description="Synthetic: max composition depth; synthetic_repo: call depth."
+    )
+    min_modules: int = Field(2, ge=2, le=6, description="synthetic_repo: fewest modules per repo.")
+    max_modules: int = Field(4, ge=2, le=6, description="synthetic_repo: most modules per repo.")
+    max_distance: int = Field(
+        2, ge=0, le=7, description="synthetic_repo: most calls between the tested top and the bug."
+    )
+    tasks_per_repo: int = Field(
+        3, ge=1, le=20, description="synthetic_repo: bugs planted per pristine repository."
+    )
+
+
+class RepoTasksConfig(_Section):
+    enabled: bool = Field(
+        True,
+        description="Add synthetic repository tasks (codeloop.data.repos.synth) to the training "
+        "sources and their held-out frozen set 'heldout_repo' (agent episodes in rollout, "
+        "sft's expert demos, evaluate's resolved rate).",
+    )
+    n: int = Field(
+        60,
+        ge=1,
+        description="Synthetic repository tasks for training (clean verifies each in the "
+        "sandbox: ~1.2-1.8 s a task on 2 shared cores, bench/repo_tasks.py).",
+    )
+    seed: int = Field(0, description="Generator seed of the training repositories.")
+    heldout_n: int = Field(20, ge=0, description="Tasks of the held-out repositories (frozen).")
+    heldout_seed: int = Field(
+        1000, description="Generator seed of the held-out repositories (never a training seed)."
+    )
+    min_modules: int = Field(2, ge=2, le=6, description="Fewest modules per repository.")
+    max_modules: int = Field(4, ge=2, le=6, description="Most modules per repository.")
+    max_depth: int = Field(3, ge=1, le=8, description="Longest call chain (functions).")
+    max_distance: int = Field(2, ge=0, le=7, description="Most calls between symptom and bug.")
+    tasks_per_repo: int = Field(3, ge=1, le=20, description="Bugs planted per repository.")
+
+    @field_validator("heldout_seed")
+    @classmethod
+    def _distinct_seed(cls, v: int, info) -> int:
+        if v == info.data.get("seed"):
+            raise ValueError("heldout_seed must differ from seed (held-out repos are other seeds)")
+        return v
+
+
+class CleanConfig(_Section):
+    sources: list[SourceSpec] = Field(
+        default_factory=lambda: [SourceSpec(kind="synthetic", n=600, seed=0)],
+        description="Training sources, by kind and path.",
+    )
+    frozen: list[SourceSpec] = Field(
+        default_factory=lambda: [SourceSpec(kind="humaneval")],
+        description="Frozen evaluation sets; never trained on, leak-checked against training.",
+    )
+    heldout_fraction: float = Field(
+        0.15, ge=0, lt=1, description="Share of synthetic tasks held out as a frozen eval split."
+    )
+    dedupe_threshold: float = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description="Near-dup if no number/contrast word differs and the mean of the prompt-"
+        "word and canonical-code Jaccard (exact, on LSH candidates) >= this.",
+    )
+    dedupe_prompt_floor: float = Field(
+        0.5, ge=0, le=1, description="Near-dup if canonical code is equal and prompt words >= this."
+    )
+    dedupe_lsh_threshold: float = Field(
+        0.3, gt=0, le=1, description="LSH banding target (prompt MinHash) proposing candidates."
+    )
+    leak_threshold: float = Field(
+        0.5, gt=0, le=1, description="Leak if mean prompt/code Jaccard to a frozen task >= this."
+    )
+    leak_view_threshold: float = Field(
+        0.7, gt=0, le=1, description="Leak if prompt alone or code alone Jaccard >= this."
+    )
+    dedupe_workers: int = Field(2, ge=1, le=64, description="Processes computing MinHash.")
+    num_perm: int = Field(128, ge=16, le=1024, description="MinHash permutations.")
+    verify_runs: int = Field(3, ge=0, le=20, description="Runs of each reference (flakiness).")
+    visible_fraction: float = Field(
+        0.5, gt=0, le=1, description="Share of a task's tests that are visible (rest hidden)."
+    )
+    min_visible: int = Field(1, ge=1, description="Minimum visible tests per task.")
+    repos_dir: str = Field(
+        "", description="swebench sources: the dir of local git clones, named owner__name."
+    )
+    repo_near_threshold: float = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description="Repository tasks: near-duplicate (and near leak) if the MinHash mean of "
+        "statement-word and patch-code Jaccard >= this (templated statements share words: "
+        "distinct synthetic tasks reach ~0.85).",
+    )
+    repo_verify_runs: int = Field(
+        1,
+        ge=0,
+        le=20,
+        description="Repository tasks: sandbox runs of the base and of the reference fix "
+        "(executability filter; mixed outcomes drop a task as flaky). Minted tasks already "
+        "ran 3x pristine at mint time.",
+    )
+    repo_tasks: RepoTasksConfig = Field(
+        default_factory=RepoTasksConfig, description="The synthetic repository-task switch."
+    )
