@@ -34,18 +34,19 @@ class SourceSpec(_Section):
 
 class RepoTasksConfig(_Section):
     enabled: bool = Field(
-        False,
+        True,
         description="Add synthetic repository tasks (codeloop.data.repos.synth) to the training "
-        "sources and their held-out frozen set 'heldout_repo'; off until rollout runs them.",
+        "sources and their held-out frozen set 'heldout_repo' (agent episodes in rollout, "
+        "sft's expert demos, evaluate's resolved rate).",
     )
     n: int = Field(
-        100,
+        60,
         ge=1,
         description="Synthetic repository tasks for training (clean verifies each in the "
         "sandbox: ~1.2-1.8 s a task on 2 shared cores, bench/repo_tasks.py).",
     )
     seed: int = Field(0, description="Generator seed of the training repositories.")
-    heldout_n: int = Field(30, ge=0, description="Tasks of the held-out repositories (frozen).")
+    heldout_n: int = Field(20, ge=0, description="Tasks of the held-out repositories (frozen).")
     heldout_seed: int = Field(
         1000, description="Generator seed of the held-out repositories (never a training seed)."
     )

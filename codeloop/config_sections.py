@@ -48,13 +48,22 @@ class SftConfig(_Section):
     batch_size: int = Field(16, ge=1, description="SFT sequences per step.")
     lr: float = Field(3e-3, gt=0, le=1.0, description="SFT AdamW peak learning rate.")
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps before cosine decay.")
-    max_len: int = Field(512, ge=32, description="Longest SFT example in tokens (longer: skipped).")
+    max_len: int = Field(
+        1024, ge=32, description="Longest SFT example in tokens (longer: skipped)."
+    )
     revise_fraction: float = Field(
         0.5,
         ge=0,
         le=1,
         description="Share of generated tasks that also get a revise example "
         "(wrong program + its feedback -> reference), so multi-turn fixes can succeed.",
+    )
+    agent_fraction: float = Field(
+        0.03,
+        ge=0,
+        lt=1,
+        description="Share of SFT examples that are expert agent episodes on repository "
+        "training tasks (scripted expert through the real environment); 0 = none.",
     )
     seed: int = Field(0, description="Seed of SFT example order.")
 
@@ -134,6 +143,9 @@ class RolloutConfig(_Section):
     top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling mass.")
     repetition_penalty: float = Field(1.0, ge=1, le=5, description="HF repetition penalty.")
     max_new_tokens: int = Field(64, ge=1, le=8192, description="Tokens per generation.")
+    agent_max_new_tokens: int = Field(
+        96, ge=1, le=8192, description="Tokens per tool call of an agent (repo task) turn."
+    )
     batch_size: int = Field(64, ge=1, description="Sequences per generate() call.")
     seed: int = Field(0, description="Sampling seed.")
     iteration: int = Field(0, ge=0, description="Iteration number stamped into trajectories.")
@@ -152,6 +164,11 @@ class RewardConfig(_Section):
         "v1",
         description="Reward composition (codeloop.rewards.registry): v1, v2, v2-critic, ..., v3 (repo tasks).",
     )
+    repo_version: str = Field(
+        "v3",
+        description="Reward composition for repository (agent) tasks: judged final diff; "
+        "function tasks use `version`.",
+    )
     judge_kind: Literal["http", "hf"] = Field(
         "http", description="Judge backend (v2-judge): OpenAI-compatible HTTP or local HF model."
     )
@@ -165,7 +182,7 @@ class RewardConfig(_Section):
     judge_timeout_s: float = Field(30.0, gt=0, le=600, description="Judge: HTTP timeout (s).")
     critic_path: str = Field("", description="Critic directory (critic.json + .npz), v2-critic.")
 
-    @field_validator("version")
+    @field_validator("version", "repo_version")
     @classmethod
     def _known_version(cls, v: str) -> str:
         if v not in REWARD_VERSIONS:
@@ -342,6 +359,9 @@ class EvaluateConfig(_Section):
     temperature: float = Field(0.2, gt=0, le=5, description="Sampling temperature at eval.")
     max_new_tokens: int = Field(128, ge=1, le=8192, description="Tokens per generation.")
     max_steps: int = Field(1, ge=1, le=20, description="Turns per eval episode.")
+    agent_max_new_tokens: int = Field(
+        96, ge=1, le=8192, description="Tokens per tool call in repo-task eval episodes."
+    )
     max_tasks_per_set: int = Field(0, ge=0, description="Cap per frozen set; 0 = all.")
     gate_tolerance: float = Field(
         0.02, ge=0, le=1, description="Largest pass@1 drop allowed before promotion is refused."
@@ -369,11 +389,11 @@ class AgentConfig(_Section):
     """The coding agent's environment (repository tasks; codeloop.agent)."""
 
     observation_chars: int = Field(
-        4000, ge=200, le=200_000,
+        1500, ge=200, le=200_000,
         description="Budget of one observation (chars); longer output is cut with a marker.",
     )  # fmt: skip
     max_steps: int = Field(
-        30, ge=1, le=500, description="Tool calls per episode before it ends (max_steps)."
+        8, ge=1, le=500, description="Tool calls per episode before it ends (max_steps)."
     )
     bash: bool = Field(
         False, description="Offer the bash tool (same seal; off by default: file tools suffice)."

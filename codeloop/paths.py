@@ -20,7 +20,11 @@ ARCHIVE_DIR = "data/archive"  # no stage's out: the nightly flow appends and `dv
 ARCHIVE_METRICS = "metrics/archive.json"
 # Resume state of a killed stage: DVC's ignored scratch space, never under the outs (DVC
 # deletes a stage's outs before it runs).
-RESUME_DIR = ".dvc/tmp/codeloop-resume"  # the retention counts of the last promoted night
+RESUME_DIR = ".dvc/tmp/codeloop-resume"
+# Test environment dirs the agent stages' sandboxes mount (pytest, our plugins): built
+# from the installed venv, idempotently, outside every stage's outs (a stage writing a new
+# env dir into data/clean/ would modify clean's out and rerun it).
+AGENT_ENVS_DIR = ".dvc/tmp/codeloop-envs"  # the retention counts of the last promoted night
 BASE_MODEL = "models/base"
 INIT_MODEL = "models/init"
 CANDIDATE_MODEL = "models/candidate"
@@ -74,6 +78,20 @@ class Paths:
     @property
     def manifest(self) -> Path:
         return self.clean_dir / "manifest.json"
+
+    @property
+    def repos_dir(self) -> Path:
+        """Repository tasks' snapshots, one content-addressed tree each (clean's out)."""
+        return self.clean_dir / "repos"
+
+    @property
+    def clean_envs_dir(self) -> Path:
+        """Env dirs the clean stage built (a minted task's own dependencies among them)."""
+        return self.clean_dir / "envs"
+
+    @property
+    def agent_envs_dir(self) -> Path:
+        return self._p(AGENT_ENVS_DIR)
 
     # data/buckets (stage bucket)
     @property

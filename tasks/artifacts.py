@@ -1,7 +1,11 @@
 """Prefect artifacts shown on the Artifacts page, with stable keys (one task each).
 
 Keys (lowercase-dash, so every run's version lines up under one key in the UI):
-eval-metrics, pass-at-k-trend, gate-decision, alarms, data-report, reward-components.
+eval-metrics, pass-at-k-trend, gate-decision, alarms, data-report, reward-components,
+and for agent episodes (repository tasks) agent-tool-mix and agent-episode (rollout:
+the tool-call mix and one sampled episode step by step), agent-eval (evaluate: resolved
+agent-eval-tool-mix and agent-eval-episode (evaluate: the same on the frozen repository
+sets, with the resolved rate).
 """
 
 from __future__ import annotations
@@ -19,6 +23,13 @@ ARTIFACT_KEYS = (
     "data-report",
     "reward-components",
 )
+# Published only when a stage ran agent episodes (repository tasks on).
+AGENT_ARTIFACT_KEYS = (
+    "agent-tool-mix",
+    "agent-episode",
+    "agent-eval-tool-mix",
+    "agent-eval-episode",
+)
 
 _METRIC_COLS = (
     "pass@1",
@@ -33,6 +44,11 @@ _METRIC_COLS = (
     "hidden_pass_rate",
     "hidden_visible_gap",
     "infra_errors",
+    "resolved_rate",
+    "tool_call_success_rate",
+    "invalid_call_rate",
+    "tests_before_submit_rate",
+    "avg_tokens",
 )
 
 
@@ -131,3 +147,34 @@ def publish_components(metrics: dict[str, Any]) -> None:
         table=rows,
         description=f"Reward {metrics['reward_version']}: component distributions",
     )
+
+
+def tool_mix_table(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per tool: calls, failed calls and their share of all calls."""
+    mix = summary.get("tool_mix") or {}
+    total = sum(r["calls"] for r in mix.values()) or 1
+    return [
+        {
+            "tool": name,
+            "calls": r["calls"],
+            "errors": r["errors"],
+            "share": _fmt(r["calls"] / total),
+        }
+        for name, r in mix.items()
+    ] or [{"tool": "none", "calls": 0, "errors": 0, "share": 0.0}]
+
+
+@task(name="publish_agent_artifacts")
+def publish_agent_artifacts(summary: dict[str, Any] | None, prefix: str = "agent") -> None:
+    """Tool-call mix (table) and one sampled episode step by step (markdown)."""
+    if not summary:
+        return
+    it = summary.get("iteration", "?")
+    resolved = summary.get("resolved_rate")
+    head = f"iteration {it}: {summary.get('episodes', 0)} agent episodes"
+    if resolved is not None:
+        head += f", resolved rate {resolved:.4f}"
+    create_table_artifact(key=f"{prefix}-tool-mix", table=tool_mix_table(summary), description=head)
+    reasons = ", ".join(f"{k} {v}" for k, v in (summary.get("terminal_reasons") or {}).items())
+    md = f"# {head}\n\nterminal reasons: {reasons}\n\n{summary.get('episode_markdown', '')}\n"
+    create_markdown_artifact(key=f"{prefix}-episode", markdown=md)

@@ -19,6 +19,7 @@ from prefect.cache_policies import NONE
 from prefect.logging import get_run_logger
 
 from tasks.artifacts import (
+    publish_agent_artifacts,
     publish_components,
     publish_data_report,
     publish_eval_artifacts,
@@ -36,9 +37,11 @@ OPTIONS: dict[str, dict[str, Any]] = {
 ARTIFACTS: dict[str, Callable[[Any], None]] = {
     "write_clean": publish_data_report,
     "summarize": publish_components,
+    "agent_summary": publish_agent_artifacts,
     "gate": lambda r: publish_gate_artifacts(r["decision"], r["alarms"]),
-    "write_eval": lambda r: publish_eval_artifacts(
-        r["result"], r["trend"], r["data_report"], r["score"]
+    "write_eval": lambda r: (
+        publish_eval_artifacts(r["result"], r["trend"], r["data_report"], r["score"]),
+        [publish_agent_artifacts(s, prefix="agent-eval") for s in r.get("agent", {}).values()],
     ),
 }
 

@@ -18,6 +18,8 @@ TINY = {
     "clean": {
         "sources": [{"kind": "synthetic", "n": 40, "seed": 1, "max_depth": 2}],
         "verify_runs": 1,
+        # function tasks only: tests/test_pipeline_agent_e2e.py runs the repository tasks
+        "repo_tasks": {"enabled": False},
     },
     "bucket": {"tasks_per_iteration": 6},
     "rollout": {"samples_per_task": 3, "max_steps": 2, "max_new_tokens": 24, "batch_size": 16},

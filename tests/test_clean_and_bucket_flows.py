@@ -15,7 +15,11 @@ def test_clean_then_bucket_flows_write_their_outputs(tmp_path, prefect_harness):
     from flows.clean import clean
 
     params = {
-        "clean": {"sources": [{"kind": "synthetic", "n": 40, "seed": 1}], "verify_runs": 1},
+        "clean": {
+            "sources": [{"kind": "synthetic", "n": 40, "seed": 1}],
+            "verify_runs": 1,
+            "repo_tasks": {"enabled": False},
+        },
         "bucket": {"tasks_per_iteration": 8},
         "sandbox": {"backend": "local"},
     }

@@ -44,7 +44,11 @@ def _source(tmp_path) -> str:
 def _params(path: str):
     return parse_params(
         {
-            "clean": {"sources": [{"kind": "mbpp", "path": path}], "verify_runs": 2},
+            "clean": {
+                "sources": [{"kind": "mbpp", "path": path}],
+                "verify_runs": 2,
+                "repo_tasks": {"enabled": False},
+            },
             "sandbox": {"backend": "local", "timeout_s": 10},
         }  # fmt: skip
     )

@@ -22,7 +22,7 @@ def _params(sources, frozen=(), **clean):
     return parse_params(
         {
             "clean": {"sources": list(sources), "frozen": list(frozen), "verify_runs": 0,
-                      "repo_verify_runs": 0, **clean},
+                      "repo_verify_runs": 0, "repo_tasks": {"enabled": False}, **clean},
             "sandbox": {"backend": "subprocess", "require": []},
         }
     )  # fmt: skip
@@ -65,9 +65,14 @@ def test_the_same_input_twice_gives_the_same_dataset_version(cleaned, tmp_path):
     )
 
 
-def test_the_switch_is_off_by_default():
-    assert Params().clean.repo_tasks.enabled is False
-    assert repo_specs(Params().clean) == ([], [])
+def test_the_switch_is_on_in_the_embedded_default():
+    assert Params().clean.repo_tasks.enabled is True
+    train, heldout = repo_specs(Params().clean)
+    assert train and heldout
+
+
+def test_the_switch_off_adds_no_repository_source():
+    assert repo_specs(_params([]).clean) == ([], [])
 
 
 def test_the_switch_adds_training_repos_and_a_heldout_repo_frozen_set(tmp_path):

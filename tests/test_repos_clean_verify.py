@@ -27,7 +27,8 @@ from codeloop.sandbox import make_executor
 def _params(sources):
     return parse_params(
         {
-            "clean": {"sources": sources, "frozen": [], "verify_runs": 0, "repo_verify_runs": 1},
+            "clean": {"sources": sources, "frozen": [], "verify_runs": 0, "repo_verify_runs": 1,
+                      "repo_tasks": {"enabled": False}},  # the default's synthetic repos are off here
             "sandbox": {"backend": "local", "timeout_s": 30},
         }
     )  # fmt: skip

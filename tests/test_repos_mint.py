@@ -52,7 +52,7 @@ def test_the_report_accounts_for_every_candidate_tried(minted):
 def test_every_minted_reference_resolves_and_no_empty_patch_does(minted, tmp_path):
     params = parse_params({
         "clean": {"sources": [{"kind": "repo", "path": str(minted)}], "frozen": [],
-                  "verify_runs": 0, "repo_verify_runs": 1},
+                  "verify_runs": 0, "repo_verify_runs": 1, "repo_tasks": {"enabled": False}},
         "sandbox": {"backend": "local", "timeout_s": 60},
     })  # fmt: skip
     report = curate(params, tmp_path / "clean")
@@ -166,7 +166,7 @@ def test_a_repo_with_dependencies_mints_with_its_env_dir_and_clean_verifies_it(t
     assert (tmp_path / "out" / "envs" / env / "helperlib.py").is_file()
     params = parse_params({
         "clean": {"sources": [{"kind": "repo", "path": str(tmp_path / "out")}], "frozen": [],
-                  "verify_runs": 0, "repo_verify_runs": 1},
+                  "verify_runs": 0, "repo_verify_runs": 1, "repo_tasks": {"enabled": False}},
         "sandbox": {"backend": "local", "timeout_s": 30},
     })  # fmt: skip
     report = curate(params, tmp_path / "clean")

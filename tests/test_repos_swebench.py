@@ -106,7 +106,8 @@ def test_clean_verifies_fail_before_and_pass_after_and_drops_the_rest(instances)
     tmp, path = instances
     params = parse_params({
         "clean": {"sources": [{"kind": "swebench", "path": str(path)}], "frozen": [],
-                  "repos_dir": str(tmp / "clones"), "verify_runs": 0, "repo_verify_runs": 1},
+                  "repos_dir": str(tmp / "clones"), "verify_runs": 0, "repo_verify_runs": 1,
+                  "repo_tasks": {"enabled": False}},
         "sandbox": {"backend": "local", "timeout_s": 30},
     })  # fmt: skip
     report = curate(params, tmp / "out")

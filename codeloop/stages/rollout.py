@@ -7,6 +7,9 @@ policy directory), data/buckets/{plan.json, tasks.parquet} and data/clean/manife
 (dataset_version). Writes data/rollouts/ (Parquet shards + trajectories.jsonl; reward
 fields left for the score stage) and metrics/rollout.json. Never reads ``reward.*``. With
 ``rollout.resume`` a killed run resumes from the groups it finished (codeloop.rollout.resume).
+Repository tasks in the plan run as agent episodes (``agent.*``; codeloop.rollout.agent_episodes)
+on the snapshots under data/clean/repos/; the tool-call mix and one sampled episode go to
+the UI (step ``agent_summary``) and metrics/rollout.json ``agent``.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import time
 from typing import Any
 
 from codeloop.config import Params
+from codeloop.evaluate.agent_metrics import agent_summary
 from codeloop.io import read_json, read_tasks, write_json, write_trajectories
 from codeloop.paths import Paths
 from codeloop.policy.lora import training_quantize
+from codeloop.rollout.agent_episodes import agent_envs_root
 from codeloop.rollout.episodes import rollout_metrics
 from codeloop.rollout.resume import ShardStore
 from codeloop.rollout.scaleout import fan_out_rollout
@@ -47,6 +52,9 @@ def load_plan(paths: Paths) -> tuple[list[Task], str]:
 def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
     """Write data/rollouts and metrics/rollout.json; returns the metrics."""
     tasks, dataset_version = step(load_plan, paths)
+    envs = ""
+    if any(t.kind == "repo" for t in tasks):  # agent episodes: their sandbox's test envs
+        envs = agent_envs_root(tasks, str(paths.clean_envs_dir), str(paths.agent_envs_dir))
     # Finished groups of a killed run are kept here (codeloop.rollout.resume).
     resume = paths.resume_dir("rollout") if params.rollout.resume else None
     t0 = time.perf_counter()
@@ -62,6 +70,9 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
         device=params.policy.device,
         # QLoRA: sample the quantized base the trainer scores with, from the first night on.
         quantize=training_quantize(paths.checkpoint(params.policy.checkpoint), params.train.lora),
+        agent=params.agent,
+        repos_dir=str(paths.repos_dir),
+        envs_root=envs,
     )  # no score function: the score stage scores; rollout never reads reward.*
     seconds = time.perf_counter() - t0
     version = trajs[0].metadata.model_version if trajs else ""
@@ -79,5 +90,8 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
         "iteration": params.rollout.iteration,
     }
     metrics = {**rollout_metrics(trajs, seconds), **extra}
+    summary = step(agent_summary, trajs, params.rollout.iteration)  # the UI's agent view
+    if summary:
+        metrics["agent"] = {k: v for k, v in summary.items() if k != "episode_markdown"}
     write_json(paths.metrics("rollout"), metrics)
     return metrics

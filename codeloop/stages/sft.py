@@ -4,7 +4,9 @@ Reads ``sft.*``, models/base and data/clean/tasks.parquet (training split only; 
 frozen sets live elsewhere). Writes models/init (the iteration-0 policy that
 ``policy.checkpoint`` names by default) and metrics/sft.json (loss before/after,
 seconds, model_version, base_version). With ``sft.steps == 0`` the base policy is saved
-unchanged.
+unchanged. With ``sft.agent_fraction`` > 0 and repository tasks in the training split, a
+scripted expert's episodes on them (played through the real AgentEnv on the snapshots
+under data/clean/repos/, codeloop.rollout.demos) are mixed in as agent examples.
 """
 
 from __future__ import annotations
@@ -17,16 +19,48 @@ from codeloop.io import read_tasks, write_json
 from codeloop.paths import Paths
 from codeloop.policy.model import Policy
 from codeloop.policy.sft import run_sft
+from codeloop.schema import Task
 from codeloop.stages import Step, call
 
 log = logging.getLogger(__name__)
+
+
+def collect_demos(params: Params, paths: Paths, tasks: list[Task]) -> tuple[list, dict]:
+    """Expert episodes on the repo training tasks, through the real environment."""
+    from codeloop.agent.env import AgentEnv
+    from codeloop.data.repos.expert import expert_calls
+    from codeloop.rollout.agent_episodes import agent_envs_root
+    from codeloop.rollout.demos import expert_demos
+    from codeloop.sandbox import make_executor
+
+    envs = agent_envs_root(tasks, str(paths.clean_envs_dir), str(paths.agent_envs_dir))
+    executor = make_executor(params.sandbox, workspaces=True, envs_root=envs)
+    # The expert is never cut by the rollout's step cap: a demonstration is a whole solve.
+    cfg = params.agent.model_copy(update={"max_steps": 500})
+    env = AgentEnv(executor, cfg, str(paths.repos_dir))
+    try:
+        demos, report = expert_demos(tasks, env, lambda t: expert_calls(t, paths.repos_dir))
+    finally:
+        getattr(env, "close", lambda: None)()
+        executor.close()
+    log.info("expert demos: %d kept, %d rejected %s", report["demos"], report["rejected"],
+             report["reasons"])  # fmt: skip
+    return demos, report
 
 
 def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
     """Write models/init and metrics/sft.json; returns the SFT stats."""
     policy = Policy.load(paths.base_model, device=params.policy.device)
     base_version = policy.model_version
-    stats = step(run_sft, policy, read_tasks(paths.clean_tasks), params.sft)
+    tasks = read_tasks(paths.clean_tasks)
+    repo_tasks = [t for t in tasks if t.kind == "repo"]
+    demos, demo_report = [], {}
+    if params.sft.agent_fraction > 0 and repo_tasks and params.sft.steps > 0:
+        demos, demo_report = step(collect_demos, params, paths, repo_tasks)
+    func_tasks = [t for t in tasks if t.kind != "repo"]
+    stats = step(run_sft, policy, func_tasks, params.sft, demos)
+    if demo_report:
+        stats["expert"] = demo_report
     version = policy.save(paths.init_model)
     stats = {**stats, "model_version": version, "base_version": base_version}
     log.info(
