@@ -13,10 +13,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
-from codeloop.config_data import CleanConfig, RepoTasksConfig, SourceSpec  # re-exported
+from codeloop.config_data import (  # re-exported
+    AgentConfig,
+    CleanConfig,
+    RepoTasksConfig,
+    SourceSpec,
+)
 from codeloop.config_sections import (  # re-exported: codeloop.config is the one entry
     REWARD_VERSIONS,
-    AgentConfig,
     BucketConfig,
     CriticConfig,
     CurriculumStage,

@@ -1,5 +1,5 @@
-"""The clean stage's section models (sources, the repository-task switch, thresholds),
-split from config_sections.py only for size; like it, this imports nothing of the domain.
+"""The clean stage's section models (sources, the repository-task switch, thresholds) and
+the agent environment's (repository tasks), split from config_sections.py only for size; like it, this imports nothing of the domain.
 codeloop.config re-exports them.
 """
 
@@ -123,4 +123,43 @@ class CleanConfig(_Section):
     )
     repo_tasks: RepoTasksConfig = Field(
         default_factory=RepoTasksConfig, description="The synthetic repository-task switch."
+    )
+
+
+class AgentConfig(_Section):
+    """The coding agent's environment (repository tasks; codeloop.agent)."""
+
+    observation_chars: int = Field(
+        1500, ge=200, le=200_000,
+        description="Budget of one observation (chars); longer output is cut with a marker.",
+    )  # fmt: skip
+    max_steps: int = Field(
+        8, ge=1, le=500, description="Tool calls per episode before it ends (max_steps)."
+    )
+    bash: bool = Field(
+        False, description="Offer the bash tool (same seal; off by default: file tools suffice)."
+    )
+    command_timeout_s: float = Field(
+        10.0, gt=0, le=600, description="Time budget of one bash or search command (s)."
+    )
+    test_timeout_s: float = Field(
+        60.0, gt=0, le=1800, description="Time budget of one run_tests call (s)."
+    )
+    invalid_call_limit: int = Field(
+        5, ge=1, le=500,
+        description="Failed calls (malformed, unknown tool, bad args, errors) that end the"
+        " episode (invalid_action_limit).",
+    )  # fmt: skip
+    max_file_bytes: int = Field(
+        1_000_000, ge=1024, description="Largest file read_file reads or write_file writes."
+    )
+    workspace_dir: str = Field(
+        "",
+        description="Host dir the episodes' workspaces go in; '' = /dev/shm where it is a"
+        " tmpfs, else the temp dir. Point it at a sized tmpfs to cap their disk use.",
+    )
+    envs_dir: str = Field(
+        "data/clean/envs",
+        description="Test environment dirs (pytest and each repository's deps), mounted"
+        " read-only at /envs in the sandbox.",
     )

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from codeloop.config import LoraConfig, TrainConfig
+from codeloop.evaluate.gate import merge_lora_checkpoint
 from codeloop.policy.lora import BASE_VERSION_FILE
-from codeloop.policy.model import Policy, PolicyError, merge_lora_checkpoint
+from codeloop.policy.model import Policy, PolicyError
 from codeloop.policy.tiny import save_tiny
 from codeloop.train.trainer import GRPOUpdater, _forward_logps, collate, prepare_batch, train_grpo
 from tests._tiny_policy import group

@@ -134,12 +134,21 @@ def _ship_critic(repo: Path, target: Path) -> None:
         )
 
 
+def merge_lora_checkpoint(src: str | Path, dst: str | Path) -> str:
+    """Write a LoRA checkpoint's base + adapter merged into one full checkpoint at dst."""
+    from codeloop.policy.model import Policy
+
+    policy = Policy.load(src, quantize="none")  # QLoRA too: merge into the full weights
+    policy.model = policy.model.merge_and_unload()
+    policy.lora_base, policy.lora_quantize = None, "none"
+    return policy.save(dst)
+
+
 def _copy_candidate(src: Path, target: Path, repo: Path) -> None:
     """The candidate as promoted: a copy, or (LoRA, train.lora.merge_on_promote) the base
     with the adapter merged into one full model (codeloop.policy.lora)."""
     from codeloop.config import load_params
     from codeloop.policy.lora import is_adapter_dir
-    from codeloop.policy.model import merge_lora_checkpoint
 
     if is_adapter_dir(src) and load_params(repo / "params.yaml").train.lora.merge_on_promote:
         merge_lora_checkpoint(src, target)

@@ -7,7 +7,7 @@ models/iter-NNNN still finds models/init) and ``lora_base_version.txt`` (the bas
 model_version, checked on load: an adapter on another base is refused, never silently
 applied). `codeloop.policy.model.Policy.load` loads base + adapter transparently (with
 `base_dir_of` and `attach_adapter` here), so rollout and evaluate need nothing special;
-`codeloop.policy.model.merge_lora_checkpoint` writes the merged full model (promotion
+`codeloop.evaluate.gate.merge_lora_checkpoint` writes the merged full model (promotion
 with ``train.lora.merge_on_promote``). This module never imports the model module (it
 imports this one), so the policy package has no import cycle.
 

@@ -397,11 +397,3 @@ def init_policy(
     policy.model.to(dev)
     log.info("policy_init: %s on %s", policy.name, policy.device)
     return policy.save(out_dir)
-
-
-def merge_lora_checkpoint(src: str | os.PathLike, dst: str | os.PathLike) -> str:
-    """Write a LoRA checkpoint's base + adapter merged into one full checkpoint at dst."""
-    policy = Policy.load(src, quantize="none")  # QLoRA too: merge into the full weights
-    policy.model = policy.model.merge_and_unload()
-    policy.lora_base, policy.lora_quantize = None, "none"
-    return policy.save(dst)

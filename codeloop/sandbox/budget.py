@@ -1,4 +1,5 @@
-"""The job's time budget, charged from /proc; and the pump that reads a running job's pipes.
+"""The job's time budget, charged from /proc; the pump that reads a running job's pipes;
+and the clean-up that kills and reaps every process a job left.
 
 Stdlib only, like zygote.py: pool.ZYGOTE_SRC is this source followed by zygote.py's, run
 as one ``python3 -I -S -c`` program. The budget is charged every SAMPLE_S (only jobs that
@@ -8,6 +9,7 @@ for a CPU (schedstat), so load slows a job without timing it out (``wall_cap`` c
 
 import os
 import select
+import signal
 import time
 
 SAMPLE_S = 0.05  # how often a running job's budget is charged
@@ -113,3 +115,65 @@ def _pump(fds, pidfd, ctl, job, caps, start):
             if len(bufs[name]) > caps[name]:
                 over.append(name)
     return bufs, over, exited, spent
+
+
+def kill_everything(pid, opts):
+    """SIGKILL the job's child and every process it left; reap them all.
+    Returns (child's wait status, child's CPU seconds incl. its reaped children)."""
+    if os.getpid() == 1:  # PID 1 of our own namespace: kill(-1) reaches setsid'd daemons too
+        _kill_quiet(-1)
+        _, status, ru = os.wait4(pid, 0)
+        while True:  # every orphan is our child: block until each dies; ECHILD: none left
+            _kill_quiet(-1)  # (kill(-1) and fork exclude each other: nothing escapes it)
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                return status, ru.ru_utime + ru.ru_stime
+    else:
+        _kill_quiet(-pid)
+        _kill_quiet(pid)
+        uid = opts.get("uid")
+        if uid is not None and os.getuid() == 0:
+            helper = os.fork()
+            if helper == 0:  # kill(-1) as the job's uid: every process that uid owns
+                try:
+                    os.setuid(uid)
+                    for _ in range(64):
+                        os.kill(-1, signal.SIGKILL)
+                except BaseException:
+                    pass
+                os._exit(0)
+            os.waitpid(helper, 0)
+    _, status, ru = os.wait4(pid, 0)
+    for _ in range(10000):  # orphans were re-parented to us (PID 1 or subreaper)
+        kids = _children()
+        if not kids:
+            break
+        for k in kids:
+            _kill_quiet(k)
+            try:
+                os.waitpid(k, 0)
+            except ChildProcessError:
+                pass
+    return status, ru.ru_utime + ru.ru_stime
+
+
+def _kill_quiet(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def oom_kills():
+    """The host's count of OOM-killer kills (not namespaced), or -1 where unreadable."""
+    try:
+        fd = os.open("/proc/vmstat", os.O_RDONLY)
+        try:
+            data = os.read(fd, 1 << 16)
+        finally:
+            os.close(fd)
+        at = data.index(b"\noom_kill ") + 10
+        return int(data[at : data.index(b"\n", at)])
+    except (OSError, ValueError):
+        return -1
