@@ -36,9 +36,16 @@ import json
 from dataclasses import dataclass, field
 
 from codeloop.policy.agent_format import AgentParseError, agent_format_for
-from codeloop.rollout.episodes import PROMPT_TOO_LONG, _sha, prompt_key
+from codeloop.rollout.episodes import (
+    PROMPT_TOO_LONG,
+    _sha,
+    isolate_faults,
+    prompt_key,
+    sample_turn,
+    sampling_metadata,
+)
 from codeloop.sandbox.base import SandboxError
-from codeloop.schema import Action, Observation, Task, Trajectory, TrajectoryMetadata
+from codeloop.schema import Action, Observation, Task, Trajectory
 
 MIN_ROOM = 8  # tokens a next call needs at least; less left ends the episode context_full
 
@@ -77,31 +84,12 @@ def _step_batch(env, pairs: list[tuple[object, dict]]) -> list[Observation | San
     the faulty episode is marked infra_error."""
     if not pairs:
         return []
-    try:
-        return list(env.step_many(pairs))
-    except SandboxError:
-        out: list[Observation | SandboxError] = []
-        for episode, call in pairs:
-            try:
-                out.append(episode.step(call))
-            except SandboxError as exc:
-                out.append(exc)
-        return out
+    return isolate_faults(env.step_many, lambda pair: pair[0].step(pair[1]), pairs)
 
 
 def _generate(policy, live: list[_AgentEpisode], cfg, step: int, iteration: int):
-    seed = cfg.seed * 1_000_003 + iteration * 7_919 + step
-    gens = policy.generate(
-        [e.ids for e in live],
-        n=1,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        repetition_penalty=cfg.repetition_penalty,
-        max_new_tokens=cfg.agent_max_new_tokens,
-        seed=seed,
-        batch_size=cfg.batch_size,
-    )
-    return [g for (g,) in gens]
+    return sample_turn(policy, [e.ids for e in live], cfg, step, iteration,
+                       cfg.agent_max_new_tokens)  # fmt: skip
 
 
 def _turn(policy, fmt, env, live: list[_AgentEpisode], cfg, step: int, iteration: int) -> None:
@@ -218,20 +206,15 @@ def _to_trajectory(e, policy, fmt, cfg, agent_cfg, *, dataset_version, iteration
         done=not e.infra_error,
         terminal_reason=e.terminal or "max_steps",
         iteration=iteration,
-        metadata=TrajectoryMetadata(
-            model_name=policy.name,
-            model_version=policy.model_version,
-            temperature=cfg.temperature,
-            top_p=cfg.top_p,
-            repetition_penalty=cfg.repetition_penalty,
-            max_new_tokens=cfg.agent_max_new_tokens,
+        metadata=sampling_metadata(
+            policy,
+            cfg,
+            cfg.agent_max_new_tokens,
             env_timeout=float(getattr(agent_cfg, "test_timeout_s", 0.0) or 0.0),
             execution_time_ms=e.exec_ms,
             prompt_template_version=fmt.version,
             dataset_version=dataset_version,
-            reward_fn_version="",
-            seed=cfg.seed,
-        ),
+        ),  # fmt: skip
         token_ids=list(e.ids),
         loss_mask=list(e.mask),
         sample_logprobs=[float(x) for x in e.logps],

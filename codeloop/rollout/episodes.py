@@ -115,34 +115,57 @@ def feedback_for(res: ExecResult, prefix: str = "") -> str:
     return P.feedback_text(**feedback_fields(res), prefix=prefix)
 
 
-def _run_jobs(executor, jobs: list[ExecJob]) -> list[ExecResult | SandboxError]:
-    """All jobs of a turn at once; if the batch call fails, isolate the failing job(s)."""
+def isolate_faults(batch, one, items: list) -> list:
+    """``batch(items)`` at once; if that raises SandboxError, ``one(item)`` for each, so
+    only the faulty item(s) carry the error (in their place, as the exception)."""
     try:
-        return list(executor.run_many(jobs))
+        return list(batch(items))
     except SandboxError:
-        out: list[ExecResult | SandboxError] = []
-        for job in jobs:
+        out = []
+        for item in items:
             try:
-                out.append(executor.run(job))
+                out.append(one(item))
             except SandboxError as exc:
                 out.append(exc)
         return out
 
 
-def _generate_turn(policy, active: list[_Episode], cfg, step: int, iteration: int) -> None:
-    """One batched generation for every active episode; appends tokens and actions."""
+def _run_jobs(executor, jobs: list[ExecJob]) -> list[ExecResult | SandboxError]:
+    """All jobs of a turn at once; if the batch call fails, isolate the failing job(s)."""
+    return isolate_faults(executor.run_many, executor.run, jobs)
+
+
+def sample_turn(policy, id_lists: list[list[int]], cfg, step: int, iteration: int,
+                max_new_tokens: int) -> list:  # fmt: skip
+    """One batched generation (one sample each) with the rollout's per-turn seed."""
     seed = cfg.seed * 1_000_003 + iteration * 7_919 + step
     gens = policy.generate(
-        [e.ids for e in active],
+        id_lists,
         n=1,
         temperature=cfg.temperature,
         top_p=cfg.top_p,
         repetition_penalty=cfg.repetition_penalty,
-        max_new_tokens=cfg.max_new_tokens,
+        max_new_tokens=max_new_tokens,
         seed=seed,
         batch_size=cfg.batch_size,
     )
-    for e, (g,) in zip(active, gens, strict=True):
+    return [g for (g,) in gens]
+
+
+def sampling_metadata(policy, cfg, max_new_tokens: int, **rest) -> TrajectoryMetadata:
+    """The sampler's settings every trajectory records (rest: the episode's own fields)."""
+    return TrajectoryMetadata(
+        model_name=policy.name, model_version=policy.model_version,
+        temperature=cfg.temperature, top_p=cfg.top_p,
+        repetition_penalty=cfg.repetition_penalty, max_new_tokens=max_new_tokens,
+        reward_fn_version="", seed=cfg.seed, **rest,
+    )  # fmt: skip
+
+
+def _generate_turn(policy, active: list[_Episode], cfg, step: int, iteration: int) -> None:
+    """One batched generation for every active episode; appends tokens and actions."""
+    gens = sample_turn(policy, [e.ids for e in active], cfg, step, iteration, cfg.max_new_tokens)
+    for e, g in zip(active, gens, strict=True):
         e.ids += g.token_ids
         e.mask += [1] * len(g.token_ids)
         e.logps += list(g.logprobs)
@@ -209,20 +232,15 @@ def _to_trajectory(
         done=not e.infra_error,
         terminal_reason=e.terminal or "max_steps",
         iteration=iteration,
-        metadata=TrajectoryMetadata(
-            model_name=policy.name,
-            model_version=policy.model_version,
-            temperature=cfg.temperature,
-            top_p=cfg.top_p,
-            repetition_penalty=cfg.repetition_penalty,
-            max_new_tokens=cfg.max_new_tokens,
+        metadata=sampling_metadata(
+            policy,
+            cfg,
+            cfg.max_new_tokens,
             env_timeout=float(timeout_s),
             execution_time_ms=e.exec_ms,  # sandbox time of all runs of the episode
             prompt_template_version=fmt.version,
             dataset_version=dataset_version,
-            reward_fn_version="",
-            seed=cfg.seed,
-        ),
+        ),  # fmt: skip
         token_ids=list(e.ids),
         loss_mask=list(e.mask),
         sample_logprobs=[float(x) for x in e.logps],
