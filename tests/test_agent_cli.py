@@ -87,6 +87,18 @@ def test_the_gold_edit_resolves_the_task(setup):
     assert resolved(setup, ep["trajectory"]["final_diff"])
 
 
+def test_the_cli_judges_the_gold_episode_resolved(setup):
+    ep = play(setup, [GOLD, {"tool": "submit", "args": {}}], "gold-verdict")
+    v = ep["verdict"]
+    assert v["resolved"] and v["f2p_passed"] == v["f2p_total"] > 0 and not v["hack_flags"]
+
+
+@pytest.mark.parametrize("name,calls", [("none", []), ("cheat", [CHEAT]), ("skip", [SKIP])])
+def test_the_cli_judges_no_edit_a_test_edit_and_a_skip_unresolved(setup, name, calls):
+    ep = play(setup, [*calls, {"tool": "submit", "args": {}}], f"{name}-verdict")
+    assert ep["verdict"]["resolved"] is False
+
+
 def test_no_edit_does_not_resolve(setup):
     ep = play(setup, [{"tool": "submit", "args": {}}], "none")
     assert ep["trajectory"]["final_diff"] == "" and not resolved(setup, "")

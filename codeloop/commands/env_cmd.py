@@ -60,6 +60,14 @@ def episode_row(ep) -> dict:
     return {"trajectory": traj.to_row(), "counters": asdict(c)}
 
 
+def _judge(task, diff: str, repos: str, executor) -> dict:
+    """The score stage's verdict on the episode's final diff (codeloop.agent.judge): a fresh
+    base, test files restored, FAIL_TO_PASS + PASS_TO_PASS + hidden run in the sandbox."""
+    from codeloop.agent.judge import judge_patch
+
+    return judge_patch(task, diff, repos, executor).to_row()
+
+
 def _calls(args):
     if args.interactive:
         for line in sys.stdin:
@@ -106,12 +114,17 @@ def run(args) -> int:
             row = episode_row(ep)
         finally:
             ep.close()
+        row["verdict"] = _judge(task, row["trajectory"]["final_diff"], args.repos, executor)
     finally:
         executor.close()
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump(row, fh, indent=1, default=str)
     t = row["trajectory"]
+    v = row["verdict"]
     print(f"{task.task_id}: {t['tool_calls']} calls, {t['tool_errors']} errors, "
-          f"{t['tests_run']} test runs, end: {t['terminal_reason'] or 'script ended'}")  # fmt: skip
+          f"{t['tests_run']} test runs, end: {t['terminal_reason'] or 'script ended'}; "
+          f"resolved: {v['resolved']} (FAIL_TO_PASS {v['f2p_passed']}/{v['f2p_total']}, "
+          f"PASS_TO_PASS {v['p2p_passed']}/{v['p2p_total']}"
+          f"{', flags ' + ','.join(v['hack_flags']) if v['hack_flags'] else ''})")  # fmt: skip
     return 0
