@@ -21,13 +21,15 @@ SAMPLES in SWE-bench's prediction format (``instance_id``, ``model_patch``,
 from __future__ import annotations
 
 import json
+import os
 import sys
-from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter, defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from codeloop.config import ConfigError, SandboxConfig, load_params
 from codeloop.sandbox import ExecJob, ExecResult, SandboxError, make_executor, require_met
+from codeloop.sandbox.pool import PoolExecutor
 
 HELP = "Judge samples against tasks in the sandbox (MBPP / HumanEval / canonical tasks)."
 
@@ -58,22 +60,29 @@ def add_arguments(p) -> None:
     )
 
 
-def load_tasks(path: str) -> tuple[dict[str, object], dict[str, dict]]:
+def task_keys(task) -> list[str]:
+    """The ids a sample may name ``task`` by: its own, then the dataset's original id."""
+    original = (task.metadata.get("provenance") or {}).get("original_id")
+    return [task.task_id] if original is None else [task.task_id, str(original)]
+
+
+def load_tasks(path: str, on_task=None) -> tuple[dict[str, object], dict[str, dict]]:
     """(task_id -> Task, task_id -> quarantine row of a rejected task). Both are also
-    reachable by the dataset's original id (MBPP's 11 for mbpp/11)."""
+    reachable by the dataset's original id (MBPP's 11 for mbpp/11). ``on_task(task)``:
+    called with each task as soon as it is loaded."""
     from codeloop.data.loaders import detect_and_load
     from codeloop.data.validate import SourceError, iter_records
 
     try:
-        loaded = detect_and_load(path)
+        loaded = detect_and_load(path, on_task)
     except SourceError as exc:
         raise InputError(str(exc)) from None
     by_id: dict[str, object] = {}
     for task in loaded.tasks:
-        by_id[task.task_id] = task
-        original = (task.metadata.get("provenance") or {}).get("original_id")
-        if original is not None:
-            by_id.setdefault(str(original), task)
+        own, *original = task_keys(task)
+        by_id[own] = task
+        for key in original:
+            by_id.setdefault(key, task)
     if not by_id:
         reasons = "; ".join(
             f"row {q['row']} {q['field']}: {q['reason']}" for q in loaded.quarantine_rows[:3]
@@ -114,28 +123,13 @@ def load_samples(path: str) -> list[dict]:
     return rows
 
 
-def build_jobs(
-    tasks: dict,
-    samples: list[dict],
-    samples_path: str,
-    timeout: float | None,
-    rejected: dict | None = None,
-) -> list[ExecJob | None]:
-    """One job per sample; None for a sample of a task the loader rejected."""
-    jobs: list[ExecJob | None] = []
-    for s in samples:
-        task = tasks.get(str(s["task_id"]))
-        if task is None and str(s["task_id"]) in (rejected or {}):
-            jobs.append(None)
-            continue
-        if task is None:
-            raise InputError(
-                f"{samples_path}:{s['_line']}: field 'task_id': unknown task {s['task_id']!r}"
-            )
-        code = task.prompt + s["completion"] if task.source == "humaneval" else s["completion"]
-        jobs.append(ExecJob(code=code, tests=task.all_tests(), setup_code=task.setup_code,
-                            io_style=task.io_style, entry_point=task.entry_point, timeout_s=timeout))  # fmt: skip
-    return jobs
+def job_for(task, sample: dict, timeout: float | None) -> ExecJob:
+    """The job judging one sample: for HumanEval the completion follows the prompt."""
+    code = (
+        task.prompt + sample["completion"] if task.source == "humaneval" else sample["completion"]
+    )
+    return ExecJob(code=code, tests=task.all_tests(), setup_code=task.setup_code,
+                   io_style=task.io_style, entry_point=task.entry_point, timeout_s=timeout)  # fmt: skip
 
 
 def result_row(sample: dict, r: ExecResult) -> dict:
@@ -179,42 +173,91 @@ def _config(args) -> SandboxConfig:
 
 
 def start_executor(cfg: SandboxConfig):
-    """The executor with one zygote per slot already started (run while the tasks load)."""
-    executor = make_executor(cfg)
+    """The executor with every slot's zygote started side by side (run while tasks load)."""
+    executor = make_executor(cfg, warm=True)
     try:
         require_met(executor, cfg)  # a sandbox weaker than sandbox.require judges nothing
-        executor.run_many([ExecJob(code="pass", tests=[])] * executor.workers)
     except BaseException:
         executor.close()
         raise
     return executor
 
 
-def judge(executor, jobs: list[ExecJob], progress: bool) -> list[ExecResult]:
-    """Results of ``jobs`` in input order; closes ``executor``."""
+class Streamer:
+    """Samples sent to the sandbox as their tasks load, so judging starts with the first
+    task instead of after the last. ``resolve`` then gives each sample the task the whole
+    file maps its id to (load_tasks' rules: a later task with the same id, say, replaces an
+    earlier one): a sample sent with any other task is sent again with that one."""
+
+    def __init__(self, samples: list[dict], path: str, submit, timeout: float | None) -> None:
+        self.samples, self.samples_path, self.submit, self.timeout = samples, path, submit, timeout
+        self.waiting: dict[str, list[int]] = defaultdict(list)
+        for i, s in enumerate(samples):
+            self.waiting[str(s["task_id"])].append(i)
+        self.sent: dict[int, tuple[object, Future]] = {}
+
+    def on_task(self, task) -> None:
+        for key in task_keys(task):
+            for i in self.waiting.pop(key, ()):
+                self.sent[i] = (task, self.submit(job_for(task, self.samples[i], self.timeout)))
+
+    def resolve(self, tasks: dict, rejected: dict) -> list[Future | None]:
+        """One future per sample (None: its task was rejected); InputError for an unknown task."""
+        out: list[Future | None] = []
+        for i, s in enumerate(self.samples):
+            task = tasks.get(str(s["task_id"]))
+            if task is None and str(s["task_id"]) in rejected:
+                out.append(None)
+            elif task is None:
+                raise InputError(f"{self.samples_path}:{s['_line']}: field 'task_id': "
+                                 f"unknown task {s['task_id']!r}")  # fmt: skip
+            elif i in self.sent and self.sent[i][0] is task:
+                out.append(self.sent[i][1])
+            else:
+                out.append(self.submit(job_for(task, s, self.timeout)))
+        return out
+
+
+def _prepare(args, submit) -> tuple[list[dict], list[Future | None], dict[str, dict]]:
+    """Samples, one future per sample (None for a rejected task's), rejected tasks.
+    Samples are read first so each is judged as soon as its task loads; a samples file
+    that is unusable still reports the tasks file's error first, as before."""
     try:
-        # DEPTH jobs per slot in flight, so a zygote never waits for us between jobs
-        depth = getattr(executor, "DEPTH", 1)
-        with ThreadPoolExecutor(max_workers=executor.workers * depth) as pool:
-            futures = [pool.submit(executor.run, j) for j in jobs]
-            if not progress:
-                return [f.result() for f in futures]
-            from tqdm import tqdm
-
-            with tqdm(total=len(jobs), unit="sample", file=sys.stderr) as bar:
-                results = []
-                for f in futures:
-                    results.append(f.result())
-                    bar.update(1)
-                return results
+        samples, problem = load_samples(args.samples), None
+    except InputError as exc:
+        samples, problem = [], exc
+    streamer = Streamer(samples, args.samples, submit, args.timeout)
+    switch = sys.getswitchinterval()
+    # judging threads wait for the GIL while this one loads: let them in every 0.2 ms
+    sys.setswitchinterval(2e-4)
+    try:
+        tasks, rejected = load_tasks(args.tasks, None if problem else streamer.on_task)
     finally:
-        executor.close()
+        sys.setswitchinterval(switch)
+    if problem is not None:
+        raise problem
+    return samples, streamer.resolve(tasks, rejected), rejected
 
 
-def _prepare(args) -> tuple[list[dict], list[ExecJob | None], dict[str, dict]]:
-    tasks, rejected = load_tasks(args.tasks)
-    samples = load_samples(args.samples)
-    return samples, build_jobs(tasks, samples, args.samples, args.timeout, rejected), rejected
+def _results(futures: list[Future], progress: bool) -> list[ExecResult]:
+    """The futures' results in order (with a progress bar unless told not to)."""
+    if not progress:
+        return [f.result() for f in futures]
+    from tqdm import tqdm
+
+    with tqdm(total=len(futures), unit="sample", file=sys.stderr) as bar:
+        results = []
+        for f in futures:
+            results.append(f.result())
+            bar.update(1)
+        return results
+
+
+def _stop(pool: ThreadPoolExecutor, starting: Future) -> None:
+    """Cancel the jobs not yet started and close the executor (if it started)."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    if starting.exception() is None:
+        starting.result().close()
 
 
 def run(args) -> int:
@@ -227,34 +270,39 @@ def run(args) -> int:
 
     if exec_repo.is_prediction_file(args.samples):  # SWE-bench predictions: repository tasks
         return exec_repo.run(args, cfg)
-    with ThreadPoolExecutor(max_workers=1) as background:  # zygotes start while we load
-        starting = background.submit(start_executor, cfg)
+    # DEPTH jobs per slot in flight, so a zygote never waits for us between jobs
+    threads = (cfg.workers or os.cpu_count() or 1) * PoolExecutor.DEPTH
+    with ThreadPoolExecutor(max_workers=1) as background, ThreadPoolExecutor(threads) as pool:
+        starting = background.submit(start_executor, cfg)  # zygotes start while we load
+
+        def submit(job: ExecJob) -> Future:
+            return pool.submit(lambda: starting.result().run(job))
+
         try:
-            samples, jobs, rejected = _prepare(args)
+            samples, futures, rejected = _prepare(args, submit)
         except (InputError, ValueError) as exc:
             print(f"codeloop exec: {exc}", file=sys.stderr)
-            if starting.exception() is None:
-                starting.result().close()
+            _stop(pool, starting)
             return 2
-    try:
-        judged = iter(
-            judge(starting.result(), [j for j in jobs if j is not None], not args.no_progress)
-        )
-    except SandboxError as exc:
-        print(f"codeloop exec: sandbox failure (not a verdict): {exc}", file=sys.stderr)
-        return 3
-    except ValueError as exc:  # a task whose tests cannot be planned (bad stdio test JSON)
-        print(f"codeloop exec: {args.tasks}: {exc}", file=sys.stderr)
-        return 2
+        try:
+            judged = iter(_results([f for f in futures if f is not None], not args.no_progress))
+        except SandboxError as exc:
+            print(f"codeloop exec: sandbox failure (not a verdict): {exc}", file=sys.stderr)
+            return 3
+        except ValueError as exc:  # a task whose tests cannot be planned (bad stdio test JSON)
+            print(f"codeloop exec: {args.tasks}: {exc}", file=sys.stderr)
+            return 2
+        finally:
+            _stop(pool, starting)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = [
-        rejected_row(s, rejected[str(s["task_id"])]) if j is None else result_row(s, next(judged))
-        for s, j in zip(samples, jobs, strict=True)
+        rejected_row(s, rejected[str(s["task_id"])]) if f is None else result_row(s, next(judged))
+        for s, f in zip(samples, futures, strict=True)
     ]
     with out.open("w", encoding="utf-8") as fh:
         fh.write("".join(json.dumps(row) + "\n" for row in rows))
-    n_rejected = sum(j is None for j in jobs)
+    n_rejected = sum(f is None for f in futures)
     passed = sum(row["passed"] for row in rows)
     print(f"judged {len(rows) - n_rejected} samples: {passed} passed -> {out}", file=sys.stderr)
     if rejected:

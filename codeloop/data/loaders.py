@@ -77,8 +77,10 @@ def _typed(rec: dict, name: str, expected: str, default: Any = None) -> Any:
     return value
 
 
-def _load_file(path: str, source: str, convert) -> LoadResult:
-    """Run convert(rec, row) over every row; quarantine what it or check_task rejects."""
+def _load_file(path: str, source: str, convert, on_task=None) -> LoadResult:
+    """Run convert(rec, row) over every row; quarantine what it or check_task rejects.
+    ``on_task(task)``: called with each accepted task as soon as it is (so a caller can use
+    the first tasks while the rest load)."""
     res = LoadResult()
     fname = Path(path).name
     for row, rec, bad in iter_records(path, source):
@@ -99,6 +101,8 @@ def _load_file(path: str, source: str, convert) -> LoadResult:
             res.quarantine_rows.append(quarantine_row(source, path, row, *problem, rec))
         else:
             res.tasks.append(task)
+            if on_task is not None:
+                on_task(task)
     return res
 
 
@@ -334,18 +338,22 @@ def detect_kind(rec: dict) -> str:
     return ""
 
 
-def detect_and_load(path: str) -> LoadResult:
-    """Load a file whose format is detected from the fields of its first good row."""
+def detect_and_load(path: str, on_task=None) -> LoadResult:
+    """Load a file whose format is detected from the fields of its first good row;
+    ``on_task`` as in ``_load_file``."""
     for _, rec, _ in iter_records(path, "auto"):
         if rec is None:
             continue
         kind = detect_kind(rec)
         if not kind:
             raise SourceError(f"auto: cannot tell the format of {path} from fields {sorted(rec)}")
-        return _FILE_LOADERS[kind](path)
+        return _load_file(str(path), kind, _CONVERTERS[kind], on_task)
     raise SourceError(f"auto: {path} has no readable row to detect its format from")
 
 
+# each file kind's row converter: load_<kind>(path) is _load_file(path, kind, converter)
+_CONVERTERS = {"humaneval": _humaneval_task, "mbpp": _mbpp_task, "apps": _contest_task,
+               "canonical": _canonical_task}  # fmt: skip
 _FILE_LOADERS = {
     "humaneval": load_humaneval,
     "mbpp": load_mbpp,

@@ -40,11 +40,13 @@ def make_executor(
     workspaces: bool = False,
     envs_root: str | None = None,
     ws_parent: str | None = None,
+    warm: bool = False,
 ) -> Executor:
     """Build the executor ``cfg.backend`` names; call ``close()`` when done.
     ``workspaces``: it can also run commands in agent workspaces (``run_commands``; local
     and docker only), with ``envs_root`` (test environment dirs) visible read-only;
-    ``ws_parent``: the host dir the workspaces go in (default: /dev/shm, else the temp dir)."""
+    ``ws_parent``: the host dir the workspaces go in (default: /dev/shm, else the temp dir);
+    ``warm``: start every slot's zygote now, side by side (local and docker), not on first use."""
     cfg = cfg or SandboxConfig()
     if cfg.backend == "subprocess":
         if workspaces:
@@ -55,10 +57,10 @@ def make_executor(
     if cfg.backend == "docker":
         from codeloop.sandbox.docker_backend import DockerExecutor
 
-        return DockerExecutor(cfg, workspaces, envs_root, ws_parent)
+        return DockerExecutor(cfg, workspaces, envs_root, ws_parent, warm=warm)
     from codeloop.sandbox.local import LocalExecutor
 
-    return LocalExecutor(cfg, workspaces, envs_root, ws_parent)
+    return LocalExecutor(cfg, workspaces, envs_root, ws_parent, warm=warm)
 
 
 def require_met(executor: Executor, cfg: SandboxConfig) -> None:

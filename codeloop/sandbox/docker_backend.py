@@ -182,6 +182,7 @@ class DockerExecutor(PoolExecutor):
         workspaces: bool = False,
         envs_root: str | None = None,
         ws_parent: str | None = None,
+        warm: bool = False,
     ) -> None:
         self.client = docker_client()
         problem = engine_problem()
@@ -199,7 +200,7 @@ class DockerExecutor(PoolExecutor):
             drop_uid=False,
             backend="docker",
         )
-        self.start()
+        self.start(all_slots=warm)
 
     def close(self) -> None:
         super().close()

@@ -125,6 +125,7 @@ class LocalExecutor(PoolExecutor):
         workspaces: bool = False,
         envs_root: str | None = None,
         ws_parent: str | None = None,
+        warm: bool = False,
     ) -> None:
         problem = _unshare_problem()
         if problem:
@@ -145,4 +146,4 @@ class LocalExecutor(PoolExecutor):
             return Zygote(prefix, opts)
 
         super().__init__(cfg, spawn, backend="local")
-        self.start()
+        self.start(all_slots=warm)

@@ -295,13 +295,26 @@ class PoolExecutor:
             finally:
                 raise SandboxError(refusal(self.backend, iso, missing))
 
-    def start(self) -> None:
-        """Start slot 0's zygote now (so ``isolation`` is known); SandboxError if refused."""
-        try:
-            self._lane(0)
-        except SandboxError:
+    def start(self, all_slots: bool = False) -> None:
+        """Start slot 0's zygote now (so ``isolation`` is known), with ``all_slots`` every
+        slot's side by side (a start is mostly waiting); SandboxError if one is refused."""
+        errors: list[BaseException] = []
+
+        def one(slot: int) -> None:
+            try:
+                self._lane(slot)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, in our thread
+                errors.append(exc)
+
+        others = [threading.Thread(target=one, args=(s,)) for s in range(1, self.workers)]
+        for t in others if all_slots else ():
+            t.start()
+        one(0)
+        for t in others if all_slots else ():
+            t.join()
+        if errors:
             self.close()
-            raise
+            raise errors[0]
 
     def _discard(self, slot: int, lane: Lane | None = None) -> None:
         """Drop the slot's zygote; given ``lane``, only if it is still that lane's (a
