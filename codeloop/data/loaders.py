@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codeloop.data.repos.load import REPO_KINDS
 from codeloop.data.unparse import unparse
 from codeloop.data.validate import (
     SourceError,
@@ -29,7 +28,7 @@ from codeloop.data.validate import (
 )
 from codeloop.schema import Task
 
-KINDS = ("synthetic", "humaneval", "mbpp", "apps", "canonical", "auto", *REPO_KINDS)
+FILE_KINDS = ("synthetic", "humaneval", "mbpp", "apps", "canonical", "auto")
 LICENSES = {
     "humaneval": "MIT",
     "mbpp": "CC-BY-4.0",
@@ -379,13 +378,24 @@ def _load_synthetic(n: int, seed: int, max_depth: int) -> LoadResult:
     return res
 
 
+def __getattr__(name: str):
+    """``KINDS``: every source kind, the repository ones too. Computed on use, so loading a
+    task file (``codeloop exec``) does not import the repository loaders (hashlib, shutil:
+    ~20 ms of its start-up)."""
+    if name == "KINDS":
+        from codeloop.data.repos.load import REPO_KINDS
+
+        return (*FILE_KINDS, *REPO_KINDS)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def load_source(spec, repos_dir=None, clones_dir: str = "") -> LoadResult:
     """Load one `SourceSpec` (kind + path, or generator settings for synthetic); repository
     kinds store their snapshots under ``repos_dir`` (codeloop.data.repos.load); swebench
     reads its local clones from ``clones_dir``."""
-    if spec.kind in REPO_KINDS:
-        from codeloop.data.repos.load import load_repo_source
+    from codeloop.data.repos.load import REPO_KINDS, load_repo_source
 
+    if spec.kind in REPO_KINDS:
         r = load_repo_source(spec, repos_dir, clones_dir)
         return LoadResult(r.tasks, r.quarantine_rows, r.rows_in)
     if spec.kind == "synthetic":
@@ -393,7 +403,9 @@ def load_source(spec, repos_dir=None, clones_dir: str = "") -> LoadResult:
     if spec.kind == "humaneval":
         return load_humaneval(spec.path or None)
     if spec.kind not in _FILE_LOADERS:
-        raise SourceError(f"unknown source kind {spec.kind!r}; allowed: {', '.join(KINDS)}")
+        raise SourceError(
+            f"unknown source kind {spec.kind!r}; allowed: {', '.join(__getattr__('KINDS'))}"
+        )
     if not spec.path:
         raise SourceError(f"source kind {spec.kind!r} needs a path")
     return _FILE_LOADERS[spec.kind](spec.path)
