@@ -1,0 +1,51 @@
+"""`codeloop exec` judges samples while their tasks load: the verdicts and errors are those
+of the whole file, and every slot's zygote starts before the first job."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from codeloop.cli import main
+from codeloop.config import SandboxConfig
+from codeloop.sandbox import make_executor
+
+
+def _task(task_id: str, expected: int) -> dict:
+    return {"task_id": task_id, "prompt": "", "entry_point": "f", "canonical_solution": "pass",
+            "test": f"def check(candidate):\n    assert candidate(1) == {expected}\n"}  # fmt: skip
+
+
+def _exec(tmp_path: Path, tasks: list[dict], samples: list[dict]) -> tuple[int, list[dict]]:
+    t, s, out = tmp_path / "tasks.jsonl", tmp_path / "samples.jsonl", tmp_path / "out.jsonl"
+    t.write_text("".join(json.dumps(r) + "\n" for r in tasks))
+    s.write_text("".join(json.dumps(r) + "\n" for r in samples))
+    rc = main(["exec", "--tasks", str(t), "--samples", str(s), "--out", str(out),
+               "--workers", "2", "--no-progress"])  # fmt: skip
+    rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    return rc, rows
+
+
+def test_a_sample_of_a_repeated_task_id_is_judged_against_the_last_such_task(tmp_path):
+    # the sample is sent with the first "T/1" as it loads; the file maps T/1 to the second
+    tasks = [_task("T/1", 1), _task("T/2", 5), _task("T/1", 2)]
+    sample = {"task_id": "T/1", "completion": "def f(x):\n    return 2\n"}
+    rc, rows = _exec(tmp_path, tasks, [sample, {**sample, "task_id": "T/2"}])
+    assert rc == 0
+    assert [(r["task_id"], r["passed"]) for r in rows] == [("T/1", True), ("T/2", False)]
+
+
+def test_an_unknown_task_still_stops_the_run_after_judging_began(tmp_path, capsys):
+    good = {"task_id": "T/1", "completion": "def f(x):\n    return 1\n"}
+    rc, rows = _exec(tmp_path, [_task("T/1", 1)], [good, {**good, "task_id": "T/9"}])
+    assert rc == 2 and rows == []
+    assert "samples.jsonl:2: field 'task_id': unknown task 'T/9'" in capsys.readouterr().err
+
+
+def test_a_warm_executor_has_every_slots_zygote_running_before_any_job():
+    ex = make_executor(SandboxConfig(backend="local", workers=3, timeout_s=2.0), warm=True)
+    try:
+        assert sorted(ex._zygotes) == [0, 1, 2]
+        assert all(z.proc.poll() is None for z in ex._zygotes.values())
+    finally:
+        ex.close()
