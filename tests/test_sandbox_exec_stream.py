@@ -4,6 +4,7 @@ of the whole file, and every slot's zygote starts before the first job."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from codeloop.cli import main
@@ -49,3 +50,14 @@ def test_a_warm_executor_has_every_slots_zygote_running_before_any_job():
         assert all(z.proc.poll() is None for z in ex._zygotes.values())
     finally:
         ex.close()
+
+
+def test_a_sandbox_weaker_than_required_is_refused_even_when_no_sample_is_judged(tmp_path, capsys):
+    rejected = {**_task("T/1", 1), "canonical_solution": ""}  # the one sample's: no job
+    t, s, out = tmp_path / "tasks.jsonl", tmp_path / "samples.jsonl", tmp_path / "out.jsonl"
+    t.write_text(json.dumps(rejected) + "\n" + json.dumps(_task("T/2", 1)) + "\n")
+    s.write_text(json.dumps({"task_id": "T/1", "completion": "def f(x):\n    return 1\n"}))
+    rc = main(["exec", "--tasks", str(t), "--samples", str(s), "--out", str(out),
+               "--backend", "subprocess", "--no-progress", "--params", os.devnull])  # fmt: skip
+    assert rc == 3 and not out.exists()
+    assert "private_root" in capsys.readouterr().err

@@ -285,6 +285,7 @@ def run(args) -> int:
             _stop(pool, starting)
             return 2
         try:
+            starting.result()  # a sandbox that failed or is too weak: exit 3 even with no job
             judged = iter(_results([f for f in futures if f is not None], not args.no_progress))
         except SandboxError as exc:
             print(f"codeloop exec: sandbox failure (not a verdict): {exc}", file=sys.stderr)
