@@ -200,6 +200,34 @@ def _verify_chunk(tasks, repos_dir, executor, runs, envs_root, timeout_s):
     return kept, dropped
 
 
+_FIELD = {"fail_to_pass_passes_unfixed": "fail_to_pass", "pass_to_pass_fails_unfixed": "pass_to_pass",
+          "reference_failed": "patch", "reference_does_not_apply": "patch",
+          "collect_error": "test_patch", "flaky": "fail_to_pass"}  # fmt: skip
+
+
+def quarantine_unverified(tasks: list[Task], failed: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(quarantine rows, drops) of the executability filter's failures: a row read from a
+    file (a SWE-bench instance, a mint output's row) that does not verify is bad input, so
+    it is quarantined naming its file, row, field and reason; a generated task (synthetic
+    repositories, made in this run) stays a drop."""
+    from codeloop.data.validate import quarantine_row
+
+    by_id = {t.task_id: t for t in tasks}
+    rows, drops = [], []
+    for f in failed:
+        t = by_id.get(f["task_id"])
+        prov = t.metadata.get("provenance", {}) if t is not None else {}
+        if t is None or t.source == "synthetic_repo" or "file" not in prov:
+            drops.append(f)
+            continue
+        why = f"unverified: {f['reason']}" + (f": {f['error'][-300:]}" if f.get("error") else "")
+        kind = "swebench" if t.source == "swebench" else "repo"
+        rows.append({**quarantine_row(kind, prov["file"], prov.get("row", 0),
+                                      _FIELD.get(f["reason"], ""), why, t.to_row()),
+                     "task_id": t.task_id})  # fmt: skip
+    return rows, drops
+
+
 def repo_specs(cfg) -> tuple[list, list]:
     """(training, frozen) source specs the ``clean.repo_tasks`` switch adds: the synthetic
     repositories of ``seed`` and the held-out ones of ``heldout_seed``."""
