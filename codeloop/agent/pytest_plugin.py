@@ -139,6 +139,12 @@ def batch(spec_path):
             importlib.import_module("_pytest." + name)
         except ImportError:
             pass
+    import gc
+
+    # what is loaded now lives as long as the batch: frozen, the gc.collect()s pytest
+    # makes at each session's end (unraisableexception) skip it in every run
+    gc.collect()
+    gc.freeze()
     base_path = [p for p in sys.path if p not in ("", os.getcwd())]
     for i, run in enumerate(spec["runs"]):
         sys.stdout.flush()
