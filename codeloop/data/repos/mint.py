@@ -170,14 +170,29 @@ def _candidates(snap: Path, files: list[str], rng: random.Random) -> list[_Candi
     return out
 
 
-def _workspace(ex, snap: Path, cand: _Candidate | None) -> str:
-    from codeloop.agent.workspace import copy_tree
+def _run_trees(ex, snap: Path, cands: list, env: list[str], cfg) -> list:
+    """The suite's report on the pristine tree (None) or each candidate's mutated tree, in
+    order: the trees are subdirs of a few workspaces, each one batch command (testrun.
+    run_batched: one interpreter and pytest start-up for its runs; our own trees)."""
+    from codeloop.agent.testrun import run_batched
+    from codeloop.agent.workspace import copy_tree, remove_tree
 
-    ws = ex.workspaces.new_workspace()
-    copy_tree(str(snap), ws)
-    if cand is not None:
-        Path(ws, cand.path).write_text(cand.mutated)
-    return ws
+    n_jobs = min(len(cands), max(1, cfg.workers))
+    batches = [(ex.workspaces.new_workspace(), []) for _ in range(n_jobs)]
+    try:
+        for i, cand in enumerate(cands):
+            ws, runs = batches[i % n_jobs]
+            tree = Path(ws, f"c{i}")
+            tree.mkdir()
+            copy_tree(str(snap), str(tree))
+            if cand is not None:
+                (tree / cand.path).write_text(cand.mutated)
+            runs.append((tree.name, None))
+        got = run_batched(ex, batches, env, cfg.timeout_s)
+    finally:
+        for ws, _ in batches:
+            remove_tree(ws)
+    return [got[i % n_jobs][i // n_jobs] for i in range(len(cands))]
 
 
 def _deps_env(deps: str, envs_root: Path, name: str) -> str:
@@ -265,15 +280,7 @@ def _rejection(report, failing: tuple, seen_failing: set) -> str:
 
 
 def _mint(ex, snap: Path, sha: str, name: str, env: list[str], cfg: MintConfig) -> MintResult:
-    from codeloop.agent.testrun import run_pytest_many
-    from codeloop.agent.workspace import remove_tree
-
-    wss = [_workspace(ex, snap, None) for _ in range(cfg.pristine_runs)]
-    try:
-        pristine = run_pytest_many(ex, [(w, None) for w in wss], env, cfg.timeout_s)
-    finally:
-        for w in wss:
-            remove_tree(w)
+    pristine = _run_trees(ex, snap, [None] * cfg.pristine_runs, env, cfg)
     stable, unstable = _stable(pristine)
     if not stable:
         raise RuntimeError(
@@ -286,15 +293,10 @@ def _mint(ex, snap: Path, sha: str, name: str, env: list[str], cfg: MintConfig) 
     rejected: Counter = Counter()
     per_op: dict[str, Counter] = {}
     seen_failing: set[tuple] = set()
-    tried, batch = 0, max(2, 2 * cfg.workers)
+    tried, batch = 0, max(4, 4 * cfg.workers)  # a few runs per batch command and worker
     while cands and len(res.tasks) < cfg.max_tasks and tried < max_tries:
         chunk, cands = cands[:batch], cands[batch:]
-        wss = [_workspace(ex, snap, c) for c in chunk]
-        try:
-            reports = run_pytest_many(ex, [(w, None) for w in wss], env, cfg.timeout_s)
-        finally:
-            for w in wss:
-                remove_tree(w)
+        reports = _run_trees(ex, snap, chunk, env, cfg)
         for c, r in zip(chunk, reports, strict=True):
             if len(res.tasks) >= cfg.max_tasks:
                 break
