@@ -6,6 +6,11 @@ come from our plugin's JSON lines on the result fd (pytest_plugin.py), never fro
 stdout, which the code under test can print anything to; stdout is kept only as a tail
 for the agent to read. ``parse_outcomes`` is the one reader of that channel, so the judge
 can swap in a stronger channel without touching the callers.
+
+``run_batched`` runs several pytest sessions in one command (one interpreter and pytest
+start-up for all, a forked run per tree): for trees of ours only (clean's executability
+filter, mint's candidates), since a run's code could write another run's lines; agent
+episodes and the judge keep one command per run.
 """
 
 from __future__ import annotations
