@@ -270,7 +270,6 @@ def _clean_tasks(params, executor, repos_dir, verifier) -> dict[str, Any]:
         "dropped": sum(by_reason.values()),
         "dropped_by_reason": by_reason,
         "quarantined": train_q,
-        "quarantined_unverified": len(repo["quarantine"]),
         "few_tests": sum(1 for t in train if t.metadata.get("few_tests")),
         "kept_repo": len(repo["kept"]),
         "repo_by_difficulty": {
@@ -291,6 +290,9 @@ def _clean_tasks(params, executor, repos_dir, verifier) -> dict[str, Any]:
         "dropped": dropped,
         "leaks": leaks,
         "clusters": clusters,
+        # of "quarantined": rows read from files that failed the executability filter
+        # (outside counts, so a dataset with none keeps its version)
+        "quarantined_unverified": len(repo["quarantine"]),
     }
 
 
@@ -328,6 +330,7 @@ def write_clean(
     report = {
         "dataset_version": version,
         **r["counts"],
+        "quarantined_unverified": r.get("quarantined_unverified", 0),
         "sources": r["per_source"],
         "frozen_sets": r["frozen_report"],
         "dropped_tasks": r["dropped"],
