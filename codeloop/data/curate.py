@@ -216,7 +216,8 @@ def clean_tasks(params, executor=None, repos_dir=None) -> dict[str, Any]:
             executor.close()
     verifier = repos.RepoVerifier(params, repos_dir)
     try:
-        return {**_clean_tasks(params, executor, repos_dir, verifier), "repos_dir": repos_dir}
+        res = _clean_tasks(params, executor, repos_dir, verifier)
+        return {**res, "repos_dir": repos_dir, "repo_verify_seconds": round(verifier.seconds, 2)}
     finally:
         verifier.close()
 

@@ -10,6 +10,7 @@ tests it fails.
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 
 import numpy as np
@@ -316,6 +317,7 @@ class RepoVerifier:
         self.params, self.repos_dir = params, str(repos_dir) if repos_dir else None
         self.envs_root = str(Path(repos_dir).parent / "envs") if repos_dir else None
         self._executor = None
+        self.seconds = 0.0  # wall time spent verifying (the clean stage's metrics show it)
 
     def verify(self, tasks: list[Task]) -> tuple[list[Task], list[dict]]:
         runs = self.params.clean.repo_verify_runs
@@ -330,9 +332,13 @@ class RepoVerifier:
             self._executor = make_executor(self.params.sandbox, workspaces=True,
                                            envs_root=self.envs_root)  # fmt: skip
         timeout = max(self.params.sandbox.timeout_s, 30.0)  # pytest's own start-up is ~0.3 s
-        return verify_repo_tasks(
-            tasks, self.repos_dir, self._executor, runs, self.envs_root, timeout
-        )
+        start = time.perf_counter()
+        try:
+            return verify_repo_tasks(
+                tasks, self.repos_dir, self._executor, runs, self.envs_root, timeout
+            )
+        finally:
+            self.seconds += time.perf_counter() - start
 
     def close(self) -> None:
         if self._executor is not None:
