@@ -20,7 +20,7 @@ from codeloop.data.repos.diffs import file_diff
 from codeloop.data.repos.expert import expert_calls
 from codeloop.data.repos.store import store_files
 from codeloop.data.repos.synth import generate_repo_tasks
-from codeloop.io import read_tasks, write_tasks
+from codeloop.io import read_json, read_tasks, write_tasks
 from codeloop.sandbox import make_executor
 
 
@@ -176,6 +176,8 @@ def test_the_clean_stage_with_the_switch_on_writes_repo_tasks_beside_function_ta
     used = {t.snapshot for t in tasks if t.kind == "repo"}
     used |= {t.snapshot for t in read_tasks(paths.frozen_dir / "heldout_repo.parquet")}
     assert {p.name for p in (paths.clean_dir / "repos").iterdir()} == used
+    metrics = read_json(paths.metrics("clean"))  # the stage's wall time, verification's share
+    assert 0 < metrics["repo_verify_seconds"] < metrics["seconds"]
 
 
 @pytest.mark.docker

@@ -110,7 +110,7 @@ def test_two_kept_tasks_never_fail_the_same_set_of_tests(small):
     assert len(sets) == len(set(sets))
 
 
-def test_hidden_tests_are_whole_files_and_the_quoted_test_stays_visible(small):
+def test_hidden_tests_live_in_files_of_their_own_and_the_quoted_test_stays_visible(small):
     res, _ = small
     hidden_any = False
     for t in res.tasks:
@@ -119,7 +119,7 @@ def test_hidden_tests_are_whole_files_and_the_quoted_test_stays_visible(small):
         quoted = re.match(r"The test `([^`]+)` fails", t.prompt).group(1)
         assert quoted in t.fail_to_pass
         hidden_any |= bool(t.metadata["hidden_fail_to_pass"])
-    assert hidden_any  # the 0.5 fraction hid one of the two failing files somewhere
+    assert hidden_any  # the 0.5 fraction hid one of the failing tests somewhere
 
 
 def test_a_repository_whose_suite_does_not_collect_is_refused(tmp_path):
@@ -172,3 +172,10 @@ def test_a_repo_with_dependencies_mints_with_its_env_dir_and_clean_verifies_it(t
     report = curate(params, tmp_path / "clean")
     assert report["kept_repo"] == len(res.tasks) and report["dropped"] == 0
     assert (tmp_path / "clean" / "envs" / env / "helperlib.py").is_file()
+
+
+def test_a_package_without_dependencies_gets_no_env_dir(minted):
+    env = read_json(minted / "manifest.json")["environment"]
+    assert env == {"name": "", "requirements": [], "resolved": [], "from": "none"}
+    assert not (minted / "envs").exists()
+    assert {t.environment for t in read_tasks(minted / "tasks.parquet")} == {""}

@@ -17,6 +17,11 @@ from codeloop.data.repos.store import snapshot_path
 from codeloop.data.validate import SourceError
 from codeloop.io import read_tasks
 
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
 BUGGY = (
     "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n\n\ndef total(xs):\n    return sum(xs)\n"
 )
@@ -102,7 +107,8 @@ def test_a_swebench_source_needs_the_clones_dir(instances):
         load_source(_spec(path), tmp / "store3", "")
 
 
-def test_clean_verifies_fail_before_and_pass_after_and_drops_the_rest(instances):
+@pytest.fixture(scope="module")
+def cleaned(instances):
     tmp, path = instances
     params = parse_params({
         "clean": {"sources": [{"kind": "swebench", "path": str(path)}], "frozen": [],
@@ -110,12 +116,27 @@ def test_clean_verifies_fail_before_and_pass_after_and_drops_the_rest(instances)
                   "repo_tasks": {"enabled": False}},
         "sandbox": {"backend": "local", "timeout_s": 30},
     })  # fmt: skip
-    report = curate(params, tmp / "out")
-    kept = read_tasks(tmp / "out" / "tasks.parquet")
-    assert [t.task_id for t in kept] == ["acme__mathx-1"]
-    reasons = {d["task_id"]: d["reason"] for d in report["dropped_tasks"]}
-    assert reasons == {"acme__mathx-3": "fail_to_pass_passes_unfixed"}
-    assert report["quarantined"] == 2 and report["balanced"]
+    return curate(params, tmp / "out"), tmp / "out"
+
+
+def test_clean_keeps_the_row_that_fails_before_and_passes_after(cleaned):
+    _, out = cleaned
+    assert [t.task_id for t in read_tasks(out / "tasks.parquet")] == ["acme__mathx-1"]
+
+
+def test_a_row_that_does_not_verify_is_quarantined_with_the_reason_not_dropped(cleaned):
+    report, out = cleaned
+    rows = [q for q in read_jsonl(out / "quarantine.jsonl") if q.get("task_id") == "acme__mathx-3"]
+    assert len(rows) == 1 and rows[0]["row"] == 4 and rows[0]["file"] == "instances.jsonl"
+    assert rows[0]["reason"].startswith("unverified: fail_to_pass_passes_unfixed")
+    assert rows[0]["field"] == "fail_to_pass" and rows[0]["source"] == "swebench"
+    assert report["dropped"] == 0 and report["dropped_tasks"] == []
+
+
+def test_the_report_counts_the_unverified_row_among_the_quarantined_and_balances(cleaned):
+    report, _ = cleaned
+    assert report["quarantined"] == 3 and report["quarantined_unverified"] == 1
+    assert report["balanced"]
 
 
 def test_the_expert_fixes_a_swebench_task_it_knows_no_function_name_of(instances):

@@ -7,12 +7,19 @@ import (dup to a fresh fd, then fd 3 is closed) so a later ``os.write(3, ...)`` 
 nothing. That is not yet a trusted channel: code in the same process can still find the
 dup'd fd; the verdict that scores comes from the judge (codeloop.agent.judge), and this
 channel carries only the agent's own view of its visible tests.
+
+``batch(spec)`` runs several pytest sessions in one process start-up (testrun.run_batched):
+pytest is imported once, then each run is a forked child that enters its own tree and calls
+``pytest.main``; its lines carry ``"run": i``. A run's code could write lines for another
+run, so batches are only for trees of ours (clean's verification, mint's candidates), never
+for an agent's or a model's code.
 """
 
 import json
 import os
 
 _FD = None
+_RUN = None  # the batch run this process reports for (None: a plain pytest command)
 try:
     _fd3 = int(os.environ.get("CODELOOP_RESULT_FD", "3"))
     _FD = os.dup(_fd3)
@@ -25,6 +32,8 @@ MAX_REPR = 6000
 def _emit(obj):
     if _FD is None:
         return
+    if _RUN is not None:
+        obj = {**obj, "run": _RUN}
     data = (json.dumps(obj) + "\n").encode("utf-8", "replace")
     while data:
         data = data[os.write(_FD, data) :]
@@ -53,3 +62,120 @@ def pytest_runtest_logreport(report):
 
 def pytest_sessionfinish(session, exitstatus):
     _emit({"exitstatus": int(exitstatus), "collected": session.testscollected})
+
+
+def _child(i, run, argv, base_path):
+    """In the forked child: enter run ``i``'s tree, output to its own file, run pytest."""
+    global _RUN
+    _RUN = i
+    os.setpgid(0, 0)
+    out = os.open(run["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+    code = 3
+    try:
+        os.chdir(run["dir"])
+        import sys
+
+        # what ``python -m pytest`` does: the tree's root first on sys.path
+        sys.path[:] = [os.getcwd(), *base_path]
+        sys.path_importer_cache.clear()
+        import pytest
+
+        ids = run.get("ids")
+        plugin = sys.modules[__name__]  # as a plugin object: a by-name -p would re-import
+        code = int(pytest.main(argv + (["--", *ids] if ids else []), plugins=[plugin]))
+    except BaseException as exc:  # noqa: BLE001 - reported as the run's result, never lost
+        _emit({"batch_error": f"{type(exc).__name__}: {exc}"[:2000]})
+    finally:
+        try:
+            import sys
+
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _queue_wait_s(pid):
+    """Seconds the threads of process ``pid`` have waited for a CPU (schedstat)."""
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                total += int(fh.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return total / 1e9
+
+
+def _wait(pid, timeout_s):
+    """(exit status or None, timed out) of child ``pid``. As the sandbox's own budget
+    (codeloop.sandbox.budget), time spent waiting for a CPU is not charged, so load slows a
+    run without timing it out; ten times ``timeout_s`` of wall time is the hard cap."""
+    import time
+
+    start = time.monotonic()
+    delay, waited = 0.002, 0.0
+    while True:
+        got, status = os.waitpid(pid, os.WNOHANG)
+        if got:
+            return (os.waitstatus_to_exitcode(status), False)
+        elapsed = time.monotonic() - start
+        if elapsed >= timeout_s:
+            waited = max(waited, _queue_wait_s(pid))
+        if elapsed - waited >= timeout_s or elapsed >= 10 * timeout_s:
+            try:
+                os.killpg(pid, 9)
+            except OSError:
+                pass
+            os.waitpid(pid, 0)
+            return (None, True)
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def batch(spec_path):
+    """Run the batch described by the JSON file ``spec_path`` (read, then removed):
+    ``{"argv": [pytest args], "timeout": s, "runs": [{"dir", "ids", "out"}, ...]}``; after
+    each run one line ``{"run": i, "exit": code}`` or ``{"run": i, "timeout": true}``."""
+    import importlib
+    import sys
+    import time
+
+    global _RUN
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    os.unlink(spec_path)
+    import _pytest.config
+    import pytest  # noqa: F401 - imported once here, inherited by every run
+
+    for name in _pytest.config.default_plugins:  # what pytest.main would import, once
+        try:
+            importlib.import_module("_pytest." + name)
+        except ImportError:
+            pass
+    import gc
+
+    # what is loaded now lives as long as the batch: frozen, the gc.collect()s pytest
+    # makes at each session's end (unraisableexception) skip it in every run
+    gc.collect()
+    gc.freeze()
+    base_path = [p for p in sys.path if p not in ("", os.getcwd())]
+    for i, run in enumerate(spec["runs"]):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        start = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            _child(i, run, list(spec["argv"]), base_path)
+        code, timed_out = _wait(pid, float(spec["timeout"]))
+        try:  # what the run left behind (its process group) must not run into the next
+            os.killpg(pid, 9)
+        except OSError:
+            pass
+        _RUN = i
+        ms = round((time.monotonic() - start) * 1000, 1)
+        _emit({"timeout": True, "wall_ms": ms} if timed_out else {"exit": code, "wall_ms": ms})
+        _RUN = None

@@ -6,11 +6,17 @@ come from our plugin's JSON lines on the result fd (pytest_plugin.py), never fro
 stdout, which the code under test can print anything to; stdout is kept only as a tail
 for the agent to read. ``parse_outcomes`` is the one reader of that channel, so the judge
 can swap in a stronger channel without touching the callers.
+
+``run_batched`` runs several pytest sessions in one command (one interpreter and pytest
+start-up for all, a forked run per tree): for trees of ours only (clean's executability
+filter, mint's candidates), since a run's code could write another run's lines; agent
+episodes and the judge keep one command per run.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 
 from codeloop.agent.envs import PLUGIN_NAME
@@ -114,3 +120,79 @@ def run_pytest(executor, workspace, node_ids: list[str] | None = None,
     host path) in the sealed sandbox; ``env_paths``: host env dirs (envs.env_paths)."""
     path = getattr(workspace, "path", workspace)
     return run_pytest_many(executor, [(path, node_ids)], list(env_paths), timeout_s)[0]
+
+
+BATCH_SPEC = ".codeloop-batch.json"  # in the job's workspace root; the driver unlinks it
+
+
+def batch_job(ws_path: str, runs: list[tuple[str, list[str] | None]], env_inside: list[str],
+              timeout_s: float) -> CmdJob:  # fmt: skip
+    """One command running several pytest sessions with one interpreter and pytest start-up
+    (pytest_plugin.batch): each (subdir of ``ws_path``, node ids) is a forked run with its
+    own ``timeout_s``. For trees of ours only (a run could forge another's lines)."""
+    argv = pytest_argv(None)[4:]
+    i = argv.index(PLUGIN_NAME)
+    del argv[i - 1 : i + 1]  # the driver passes the plugin module itself (imported already)
+    spec = {"argv": argv, "timeout": timeout_s,
+            "runs": [{"dir": d, "ids": ids, "out": f".codeloop-out-{i}"}
+                     for i, (d, ids) in enumerate(runs)]}  # fmt: skip
+    with open(os.path.join(ws_path, BATCH_SPEC), "w") as fh:
+        json.dump(spec, fh)
+    job = test_job(ws_path, None, env_inside, timeout_s * len(runs) + 10.0)
+    code = f"import {PLUGIN_NAME} as m; m.batch({BATCH_SPEC!r})"
+    job.argv = ["python3", "-B", "-c", code]
+    job.result_cap = 16 << 20  # many runs' outcome lines
+    return job
+
+
+def _tail(ws_path: str, i: int) -> str:
+    path = os.path.join(ws_path, f".codeloop-out-{i}")
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.path.getsize(path) - TAIL))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    finally:
+        if os.path.lexists(path):
+            os.unlink(path)
+
+
+def batch_reports(res: CmdResult, ws_path: str, n: int) -> list[TestReport]:
+    """Each run's TestReport from a finished batch command. A run the batch never finished
+    (the command was killed or timed out) gets the command's status and no outcomes."""
+    lines: list[list[str]] = [[] for _ in range(n)]
+    ends: dict[int, dict] = {}
+    for line in res.results.splitlines():
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        run = msg.get("run") if isinstance(msg, dict) else None
+        if not isinstance(run, int) or not 0 <= run < n:
+            continue
+        if "exit" in msg or "timeout" in msg:
+            ends.setdefault(run, msg)
+        elif run not in ends:
+            lines[run].append(line)
+    out = []
+    for i in range(n):
+        outcomes, ok, first = parse_outcomes("\n".join(lines[i]))
+        end = ends.get(i)
+        status = (res.status if res.status != "exited" else "killed") if end is None else (
+            "timeout" if end.get("timeout") else "exited")  # fmt: skip
+        code = end.get("exit") if end else None
+        out.append(TestReport(outcomes=outcomes, collected_ok=ok and status == "exited",
+                              first_failure=first[-TAIL:], duration_ms=float((end or {}).get("wall_ms", 0.0)),
+                              output_tail=_tail(ws_path, i), exit_code=code, status=status))  # fmt: skip
+    return out
+
+
+def run_batched(executor, batches: list[tuple[str, list[tuple[str, list[str] | None]]]],
+                env_paths: list[str], timeout_s: float) -> list[list[TestReport]]:  # fmt: skip
+    """Run batches ``(workspace path, [(subdir, node ids), ...])``, one command each, all at
+    once over the executor's workers; each batch's reports in order."""
+    inside = [executor.workspaces.env_inside(p) for p in env_paths]
+    jobs = [batch_job(ws, runs, inside, timeout_s) for ws, runs in batches]
+    results = executor.run_commands(jobs)
+    return [batch_reports(r, ws, len(runs)) for r, (ws, runs) in zip(results, batches, strict=True)]

@@ -2,15 +2,18 @@
 
     codeloop mint --repo PATH --out DIR [--max N] [--seed S] [--workers N]
                   [--hidden-fraction F] [--name NAME] [--license SPDX] [--deps DIR]
-                  [--backend local|docker]
+                  [--no-install-deps] [--wheel-cache DIR] [--backend local|docker]
 
 PATH is a repository directory or an sdist (.tar.gz) that ships its tests. Writes
 DIR/tasks.parquet, DIR/repos/<sha>/ (the pristine snapshot), DIR/report.json (tried,
 kept, rejected by reason, per-operator yield) and DIR/manifest.json; `codeloop clean
 --source repo:DIR` takes it. Exit 0 when it ran, 2 for an unusable repository, 3 when the
-sandbox failed. A pure-Python package needs only pytest; one with dependencies takes
-``--deps DIR`` (a ``pip install --target DIR`` of them, made once at setup): it becomes the
-tasks' env dir (DIR/envs/<name>, ``Task.environment``), mounted read-only in the sandbox.
+sandbox failed (or its dependencies cannot be installed). The repository's declared
+dependencies (pyproject, setup.cfg, setup.py, requirements*.txt) are pip-installed once
+from the registry through the ``--wheel-cache`` (offline once it holds them; the pinned
+resolution goes in manifest.json), or ``--deps DIR`` names a ready ``pip install --target``
+dir: it becomes the tasks' env dir (DIR/envs/<name>, ``Task.environment``), mounted
+read-only in the sandbox. A package with no dependencies gets no env dir (only pytest's).
 """
 
 from __future__ import annotations
@@ -34,20 +37,27 @@ def add_arguments(p) -> None:
     p.add_argument("--license", default="unknown", help="licence recorded in each task")
     p.add_argument("--deps", default="",
                    help="dir of the repo's installed dependencies (pip install --target DIR)")  # fmt: skip
+    p.add_argument("--no-install-deps", action="store_true",
+                   help="do not pip-install the repo's declared dependencies")  # fmt: skip
+    p.add_argument("--wheel-cache", default=".cache/mint/wheels",
+                   help="pip --find-links cache of the dependencies (offline once filled)")  # fmt: skip
     p.add_argument("--backend", choices=["local", "docker"], default="local")
 
 
 def run(args) -> int:
+    from codeloop.data.repos.deps import DepsError
     from codeloop.data.repos.mint import MintConfig, mint_repo
 
     cfg = MintConfig(max_tasks=args.max, seed=args.seed, workers=args.workers,
                      hidden_fraction=args.hidden_fraction, name=args.name,
-                     license=args.license, deps=args.deps)  # fmt: skip
+                     license=args.license, deps=args.deps,
+                     install_deps=not args.no_install_deps,
+                     wheel_cache=args.wheel_cache)  # fmt: skip
     try:
         res = mint_repo(args.repo, args.out, cfg, backend=args.backend)
     except (OSError, ValueError, RuntimeError) as exc:
-        if isinstance(exc, SandboxError):
-            print(f"codeloop mint: sandbox failed: {exc}", file=sys.stderr)
+        if isinstance(exc, SandboxError | DepsError):
+            print(f"codeloop mint: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 3
         print(f"codeloop mint: {exc}", file=sys.stderr)
         return 2

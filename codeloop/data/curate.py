@@ -159,7 +159,10 @@ def _load_frozen(cfg, executor, quarantine: list, repos_dir, verifier) -> tuple[
         _unique_ids(res.tasks, set())
         fn_tasks = [t for t in res.tasks if t.kind != "repo"]
         kept, failed = verify(fn_tasks, executor, cfg.verify_runs)
-        repo_kept, repo_failed = verifier.verify([t for t in res.tasks if t.kind == "repo"])
+        repo_tasks = [t for t in res.tasks if t.kind == "repo"]
+        repo_kept, repo_failed = verifier.verify(repo_tasks)
+        unverified, repo_failed = repos.quarantine_unverified(repo_tasks, repo_failed)
+        quarantine += [{**q, "role": f"frozen:{name}"} for q in unverified]
         failed += repo_failed
         # repo tasks keep their own visible/hidden split: it is by test file, not by count
         sets[name] = [
@@ -168,7 +171,7 @@ def _load_frozen(cfg, executor, quarantine: list, repos_dir, verifier) -> tuple[
         report[name] = {
             "rows_in": res.rows_in,
             "kept": len(kept) + len(repo_kept),
-            "quarantined": len(res.quarantine_rows),
+            "quarantined": len(res.quarantine_rows) + len(unverified),
             "dropped": dict(Counter(f["reason"] for f in failed)),
             "verification_failures": failed,
         }
@@ -183,12 +186,14 @@ def _curate_repo_tasks(tasks: list[Task], frozen: dict, cfg, verifier) -> dict[s
     dedupe = repos.repo_dedupe([t for t in tasks if t.task_id not in leaked],
                                cfg.repo_near_threshold, cfg.num_perm)  # fmt: skip
     kept, failed = verifier.verify(dedupe.kept)
+    unverified, failed = repos.quarantine_unverified(dedupe.kept, failed)  # rows from files
     dropped = [{"task_id": lk["task_id"], "reason": "leak", "match": lk} for lk in leaks]
     dropped += [{**d, "reason": "near_duplicate" if d["kind"] == "near" else "exact_duplicate"}
                 for d in dedupe.dropped]  # fmt: skip
     return {
         "kept": kept,
         "dropped": dropped + failed,
+        "quarantine": unverified,
         "leaks": leaks,
         "clusters": dedupe.clusters(),
     }
@@ -211,7 +216,8 @@ def clean_tasks(params, executor=None, repos_dir=None) -> dict[str, Any]:
             executor.close()
     verifier = repos.RepoVerifier(params, repos_dir)
     try:
-        return {**_clean_tasks(params, executor, repos_dir, verifier), "repos_dir": repos_dir}
+        res = _clean_tasks(params, executor, repos_dir, verifier)
+        return {**res, "repos_dir": repos_dir, "repo_verify_seconds": round(verifier.seconds, 2)}
     finally:
         verifier.close()
 
@@ -233,6 +239,7 @@ def _clean_tasks(params, executor, repos_dir, verifier) -> dict[str, Any]:
              "quarantined": len(res.quarantine_rows)}
         )  # fmt: skip
     repo = _curate_repo_tasks([t for t in tasks if t.kind == "repo"], frozen, cfg, verifier)
+    quarantine += [{**q, "role": "train"} for q in repo["quarantine"]]
     tasks = [t for t in tasks if t.kind != "repo"]
     dropped: list[dict] = list(repo["dropped"])
     fn_frozen = {n: [t for t in ts if t.kind != "repo"] for n, ts in frozen.items()}
@@ -284,6 +291,9 @@ def _clean_tasks(params, executor, repos_dir, verifier) -> dict[str, Any]:
         "dropped": dropped,
         "leaks": leaks,
         "clusters": clusters,
+        # of "quarantined": rows read from files that failed the executability filter
+        # (outside counts, so a dataset with none keeps its version)
+        "quarantined_unverified": len(repo["quarantine"]),
     }
 
 
@@ -321,6 +331,7 @@ def write_clean(
     report = {
         "dataset_version": version,
         **r["counts"],
+        "quarantined_unverified": r.get("quarantined_unverified", 0),
         "sources": r["per_source"],
         "frozen_sets": r["frozen_report"],
         "dropped_tasks": r["dropped"],

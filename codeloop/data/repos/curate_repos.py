@@ -10,6 +10,7 @@ tests it fails.
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 
 import numpy as np
@@ -133,20 +134,22 @@ def verify_repo_tasks(
     envs_root: str,
     timeout_s: float,
     chunk: int = 32,
+    batched: bool = True,
 ) -> tuple[list[Task], list[dict]]:
     """The executability filter: in the sealed sandbox (codeloop.agent.testrun), the base
     fails its FAIL_TO_PASS tests with PASS_TO_PASS passing (the empty patch does not
     resolve) and the reference patch passes FAIL_TO_PASS, PASS_TO_PASS and the hidden
     tests, ``runs`` times each (mixed outcomes: flaky). Tasks go to the sandbox ``chunk``
-    at a time, all their runs in one batch over the pool's workers. SandboxError
-    propagates: our fault must stop the stage, not pass for a bad task."""
+    at a time, all their runs in one batch over the pool's workers; ``batched``: several
+    runs share one interpreter and pytest start-up (testrun.run_batched: our own trees, so
+    allowed), else one command per run. SandboxError propagates: our fault must stop the
+    stage, not pass for a bad task."""
     if runs <= 0 or not tasks:
         return list(tasks), []
     kept, dropped = [], []
+    verify_chunk = _verify_chunk_batched if batched else _verify_chunk
     for lo in range(0, len(tasks), chunk):
-        k, d = _verify_chunk(
-            tasks[lo : lo + chunk], repos_dir, executor, runs, envs_root, timeout_s
-        )
+        k, d = verify_chunk(tasks[lo : lo + chunk], repos_dir, executor, runs, envs_root, timeout_s)
         kept += k
         dropped += d
     return kept, dropped
@@ -185,19 +188,111 @@ def _verify_chunk(tasks, repos_dir, executor, runs, envs_root, timeout_s):
             ]
             reports = run_pytest_many(executor, runs_list, list(env), timeout_s)
             for j, (t, _, _) in enumerate(items):
-                mine = reports[j * 2 * runs : (j + 1) * 2 * runs]
-                verdicts = {_verdict(t, mine[2 * i], mine[2 * i + 1]) for i in range(runs)}
-                reason = verdicts.pop() if len(verdicts) == 1 else "flaky"
-                if reason:
-                    why = mine[1].first_failure or mine[0].first_failure or mine[0].output_tail
-                    dropped.append({"task_id": t.task_id, "reason": reason, "runs": runs,
-                                    "error": why[-500:]})  # fmt: skip
-                else:
-                    kept.append(t)
+                _judge_runs(t, reports[j * 2 * runs : (j + 1) * 2 * runs], runs, kept, dropped)
     finally:
         for ws in made:
             remove_tree(ws)
     return kept, dropped
+
+
+def _judge_runs(t: Task, mine: list, runs: int, kept: list, dropped: list) -> None:
+    """Keep ``t`` or drop it with the reason, from its (before, after) report pairs."""
+    verdicts = {_verdict(t, mine[2 * i], mine[2 * i + 1]) for i in range(runs)}
+    reason = verdicts.pop() if len(verdicts) == 1 else "flaky"
+    if reason:
+        why = mine[1].first_failure or mine[0].first_failure or mine[0].output_tail
+        dropped.append({"task_id": t.task_id, "reason": reason, "runs": runs,
+                        "error": why[-500:]})  # fmt: skip
+    else:
+        kept.append(t)
+
+
+def _prepare_batch(tasks, repos_dir, ws: str, runs: int, dropped: list):
+    """Both trees of each task as subdirs of workspace ``ws``; (its runs, the tasks)."""
+    import os
+
+    from codeloop.agent.patches import PatchError, apply_patch
+
+    run_list, items = [], []
+    for j, t in enumerate(tasks):
+        before, after = f"t{j}b", f"t{j}a"
+        for d in (before, after):
+            os.mkdir(os.path.join(ws, d))
+            _full_base(t, repos_dir, os.path.join(ws, d))
+        try:
+            apply_patch(os.path.join(ws, after), t.patch)
+        except PatchError as exc:
+            dropped.append({"task_id": t.task_id, "reason": "reference_does_not_apply",
+                            "error": str(exc)[:500]})  # fmt: skip
+            continue
+        ids = sorted({*t.fail_to_pass, *t.pass_to_pass, *t.hidden_tests})
+        run_list += [(d, ids) for _ in range(runs) for d in (before, after)]
+        items.append(t)
+    return run_list, items
+
+
+def _verify_chunk_batched(tasks, repos_dir, executor, runs, envs_root, timeout_s):
+    """_verify_chunk with each worker's runs in a few batch commands (testrun.run_batched):
+    one interpreter and pytest start-up per batch, not per run."""
+    from codeloop.agent.envs import env_paths
+    from codeloop.agent.testrun import run_batched
+    from codeloop.agent.workspace import remove_tree
+
+    kept, dropped, made = [], [], []
+    by_env: dict[tuple, list] = {}
+    for t in tasks:  # one batch per environment (PYTHONPATH is per command)
+        by_env.setdefault(tuple(env_paths(t, envs_root)), []).append(t)
+    # two batches a worker: one slow batch leaves the other worker less idle time
+    n_jobs = 2 * max(1, int(getattr(executor, "workers", 1) or 1))
+    try:
+        for env, group in by_env.items():
+            batches, owners = [], []
+            for k in range(min(n_jobs, len(group))):
+                made.append(executor.workspaces.new_workspace())
+                run_list, items = _prepare_batch(group[k::n_jobs], repos_dir, made[-1], runs,
+                                                 dropped)  # fmt: skip
+                if run_list:
+                    batches.append((made[-1], run_list))
+                    owners.append(items)
+            for items, reports in zip(owners, run_batched(executor, batches, list(env), timeout_s),
+                                      strict=True):  # fmt: skip
+                for j, t in enumerate(items):
+                    _judge_runs(t, reports[j * 2 * runs : (j + 1) * 2 * runs], runs, kept, dropped)
+    finally:
+        for ws in made:
+            remove_tree(ws)
+    order = {t.task_id: i for i, t in enumerate(tasks)}  # the input order, as unbatched
+    return sorted(kept, key=lambda t: order[t.task_id]), sorted(
+        dropped, key=lambda d: order[d["task_id"]]
+    )
+
+
+_FIELD = {"fail_to_pass_passes_unfixed": "fail_to_pass", "pass_to_pass_fails_unfixed": "pass_to_pass",
+          "reference_failed": "patch", "reference_does_not_apply": "patch",
+          "collect_error": "test_patch", "flaky": "fail_to_pass"}  # fmt: skip
+
+
+def quarantine_unverified(tasks: list[Task], failed: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(quarantine rows, drops) of the executability filter's failures: a row read from a
+    file (a SWE-bench instance, a mint output's row) that does not verify is bad input, so
+    it is quarantined naming its file, row, field and reason; a generated task (synthetic
+    repositories, made in this run) stays a drop."""
+    from codeloop.data.validate import quarantine_row
+
+    by_id = {t.task_id: t for t in tasks}
+    rows, drops = [], []
+    for f in failed:
+        t = by_id.get(f["task_id"])
+        prov = t.metadata.get("provenance", {}) if t is not None else {}
+        if t is None or t.source == "synthetic_repo" or "file" not in prov:
+            drops.append(f)
+            continue
+        why = f"unverified: {f['reason']}" + (f": {f['error'][-300:]}" if f.get("error") else "")
+        kind = "swebench" if t.source == "swebench" else "repo"
+        rows.append({**quarantine_row(kind, prov["file"], prov.get("row", 0),
+                                      _FIELD.get(f["reason"], ""), why, t.to_row()),
+                     "task_id": t.task_id})  # fmt: skip
+    return rows, drops
 
 
 def repo_specs(cfg) -> tuple[list, list]:
@@ -222,6 +317,7 @@ class RepoVerifier:
         self.params, self.repos_dir = params, str(repos_dir) if repos_dir else None
         self.envs_root = str(Path(repos_dir).parent / "envs") if repos_dir else None
         self._executor = None
+        self.seconds = 0.0  # wall time spent verifying (the clean stage's metrics show it)
 
     def verify(self, tasks: list[Task]) -> tuple[list[Task], list[dict]]:
         runs = self.params.clean.repo_verify_runs
@@ -236,9 +332,13 @@ class RepoVerifier:
             self._executor = make_executor(self.params.sandbox, workspaces=True,
                                            envs_root=self.envs_root)  # fmt: skip
         timeout = max(self.params.sandbox.timeout_s, 30.0)  # pytest's own start-up is ~0.3 s
-        return verify_repo_tasks(
-            tasks, self.repos_dir, self._executor, runs, self.envs_root, timeout
-        )
+        start = time.perf_counter()
+        try:
+            return verify_repo_tasks(
+                tasks, self.repos_dir, self._executor, runs, self.envs_root, timeout
+            )
+        finally:
+            self.seconds += time.perf_counter() - start
 
     def close(self) -> None:
         if self._executor is not None:

@@ -16,7 +16,6 @@ environment but pytest's (codeloop.agent.envs).
 from __future__ import annotations
 
 import ast
-import hashlib
 import random
 import tarfile
 import tempfile
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from codeloop.data.repos import store
 from codeloop.data.repos.diffs import file_diff
+from codeloop.data.repos.hide import choose_hidden, hide_tests, rename_node
 from codeloop.data.repos.mutate import Mutation, apply_mutation, find_mutations
 from codeloop.schema import Task
 
@@ -38,13 +38,17 @@ class MintConfig:
     seed: int = 0
     workers: int = 2
     pristine_runs: int = 3
-    hidden_fraction: float = 0.0  # share of F2P test files hidden (needs >= 2 such files)
+    hidden_fraction: float = (
+        0.0  # share of F2P test functions hidden (never all, never the quoted one)
+    )
     max_tries: int = 0  # 0: 20 x max_tasks candidates
     timeout_s: float = 60.0
     name: str = ""
     license: str = "unknown"
     env_name: str = ""  # set by mint_repo from deps
     deps: str = ""  # a site-packages-like dir of the repo's dependencies (pip install --target)
+    install_deps: bool = True  # without deps: pip-install the declared dependencies (deps.py)
+    wheel_cache: str = ".cache/mint/wheels"  # pip's --find-links cache: later mints are offline
 
 
 @dataclass
@@ -132,17 +136,6 @@ def problem_statement(root: Path, node: str, failure: str, product: set[str], n_
     return "\n".join(parts).rstrip() + "\n"
 
 
-def _split_hidden(f2p: list[str], fraction: float, key: str) -> set[str]:
-    """Files of F2P tests to hide: whole files (a workspace drops hidden files), chosen by
-    hash, and never all of them (the agent must see a failing test)."""
-    files = sorted({n.split("::")[0] for n in f2p})
-    k = min(len(files) - 1, round(fraction * len(files)))
-    if k <= 0:
-        return set()
-    ranked = sorted(files, key=lambda f: hashlib.sha256(f"{key}\0{f}".encode()).hexdigest())
-    return set(ranked[:k])
-
-
 @dataclass
 class _Candidate:
     path: str
@@ -177,14 +170,29 @@ def _candidates(snap: Path, files: list[str], rng: random.Random) -> list[_Candi
     return out
 
 
-def _workspace(ex, snap: Path, cand: _Candidate | None) -> str:
-    from codeloop.agent.workspace import copy_tree
+def _run_trees(ex, snap: Path, cands: list, env: list[str], cfg) -> list:
+    """The suite's report on the pristine tree (None) or each candidate's mutated tree, in
+    order: the trees are subdirs of a few workspaces, each one batch command (testrun.
+    run_batched: one interpreter and pytest start-up for its runs; our own trees)."""
+    from codeloop.agent.testrun import run_batched
+    from codeloop.agent.workspace import copy_tree, remove_tree
 
-    ws = ex.workspaces.new_workspace()
-    copy_tree(str(snap), ws)
-    if cand is not None:
-        Path(ws, cand.path).write_text(cand.mutated)
-    return ws
+    n_jobs = min(len(cands), max(1, cfg.workers))
+    batches = [(ex.workspaces.new_workspace(), []) for _ in range(n_jobs)]
+    try:
+        for i, cand in enumerate(cands):
+            ws, runs = batches[i % n_jobs]
+            tree = Path(ws, f"c{i}")
+            tree.mkdir()
+            copy_tree(str(snap), str(tree))
+            if cand is not None:
+                (tree / cand.path).write_text(cand.mutated)
+            runs.append((tree.name, None))
+        got = run_batched(ex, batches, env, cfg.timeout_s)
+    finally:
+        for ws, _ in batches:
+            remove_tree(ws)
+    return [got[i % n_jobs][i // n_jobs] for i in range(len(cands))]
 
 
 def _deps_env(deps: str, envs_root: Path, name: str) -> str:
@@ -199,14 +207,44 @@ def _deps_env(deps: str, envs_root: Path, name: str) -> str:
     return Path(build_env(str(envs_root), f"{name}-deps", files)).name
 
 
+def _environment(root: Path, cfg: MintConfig, envs: Path, name: str, site: Path):
+    """The repository's environment, built once: ``cfg.deps`` as given, else its declared
+    dependencies pip-installed (codeloop.data.repos.deps); none declared, none built.
+    (cfg with ``env_name`` set, the manifest's record: requirements, pinned resolution)."""
+    import dataclasses
+
+    from codeloop.data.repos.deps import declared_requirements, install_requirements
+
+    record = {"name": "", "requirements": [], "resolved": [], "from": "none"}
+    if cfg.deps:
+        record["from"] = "deps_dir"
+    elif cfg.install_deps:
+        record["requirements"] = declared_requirements(root)
+        if record["requirements"]:
+            record["resolved"] = install_requirements(record["requirements"], cfg.wheel_cache, site)
+            record["from"] = "pip"
+            cfg = dataclasses.replace(cfg, deps=str(site))
+    if cfg.deps:
+        name = _deps_env(cfg.deps, envs, name)
+        cfg = dataclasses.replace(
+            cfg, env_name=name, deps="" if record["from"] == "pip" else cfg.deps
+        )
+        record["name"] = name
+    return cfg, record
+
+
 def _task(name, sha, cand, failing, stable, report, snap, product, cfg, n) -> Task:
     first = next(k for k, v in report.outcomes.items() if k in failing and v != "passed")
-    hidden_files = _split_hidden(failing, cfg.hidden_fraction, f"{sha}:{cand.mutation.site}")
-    hidden_files.discard(first.split("::")[0])  # the statement quotes this test: it is visible
-    visible = [t for t in sorted(stable) if t.split("::")[0] not in hidden_files]
-    hidden = [t for t in sorted(stable) if t.split("::")[0] in hidden_files]
-    f2p = [t for t in visible if t in failing]
     site = f"{cand.path}:{cand.mutation.site}"
+    # hidden tests are single test functions moved to a hidden file (codeloop.data.repos.hide);
+    # the test the statement quotes stays visible
+    chosen = choose_hidden(sorted(failing), cfg.hidden_fraction, f"{sha}:{site}", first, snap)
+    test_patch, moved = hide_tests(snap, chosen)
+    renamed = {t: rename_node(t, moved) for t in stable}
+    hidden = sorted(v for k, v in renamed.items() if v != k)
+    visible = sorted(v for k, v in renamed.items() if v == k)
+    failing_now = {renamed[t] for t in failing}
+    f2p = [t for t in visible if t in failing_now]
     return Task(
         task_id=f"minted/{name}/{sha[:12]}/{n}",
         source="minted",
@@ -216,13 +254,14 @@ def _task(name, sha, cand, failing, stable, report, snap, product, cfg, n) -> Ta
         snapshot=sha,
         bug_patch=file_diff(cand.path, cand.source, cand.mutated),
         patch=file_diff(cand.path, cand.mutated, cand.source),
+        test_patch=test_patch,
         fail_to_pass=f2p,
         pass_to_pass=[t for t in visible if t not in failing],
         visible_tests=visible,
         hidden_tests=hidden,
         difficulty=min(len(failing), 9),  # fewer failing tests: a narrower symptom to chase
         environment=cfg.env_name,
-        metadata={"license": cfg.license, "hidden_fail_to_pass": [t for t in hidden if t in failing],
+        metadata={"license": cfg.license, "hidden_fail_to_pass": [t for t in hidden if t in failing_now],
                   "mutation": {"operator": cand.mutation.operator, "path": cand.path,
                                "function": cand.mutation.function, "site": site},
                   "provenance": {"generator": "mint-v1", "repo": name, "seed": cfg.seed}},
@@ -241,15 +280,7 @@ def _rejection(report, failing: tuple, seen_failing: set) -> str:
 
 
 def _mint(ex, snap: Path, sha: str, name: str, env: list[str], cfg: MintConfig) -> MintResult:
-    from codeloop.agent.testrun import run_pytest_many
-    from codeloop.agent.workspace import remove_tree
-
-    wss = [_workspace(ex, snap, None) for _ in range(cfg.pristine_runs)]
-    try:
-        pristine = run_pytest_many(ex, [(w, None) for w in wss], env, cfg.timeout_s)
-    finally:
-        for w in wss:
-            remove_tree(w)
+    pristine = _run_trees(ex, snap, [None] * cfg.pristine_runs, env, cfg)
     stable, unstable = _stable(pristine)
     if not stable:
         raise RuntimeError(
@@ -262,15 +293,10 @@ def _mint(ex, snap: Path, sha: str, name: str, env: list[str], cfg: MintConfig) 
     rejected: Counter = Counter()
     per_op: dict[str, Counter] = {}
     seen_failing: set[tuple] = set()
-    tried, batch = 0, max(2, 2 * cfg.workers)
+    tried, batch = 0, max(4, 4 * cfg.workers)  # a few runs per batch command and worker
     while cands and len(res.tasks) < cfg.max_tasks and tried < max_tries:
         chunk, cands = cands[:batch], cands[batch:]
-        wss = [_workspace(ex, snap, c) for c in chunk]
-        try:
-            reports = run_pytest_many(ex, [(w, None) for w in wss], env, cfg.timeout_s)
-        finally:
-            for w in wss:
-                remove_tree(w)
+        reports = _run_trees(ex, snap, chunk, env, cfg)
         for c, r in zip(chunk, reports, strict=True):
             if len(res.tasks) >= cfg.max_tasks:
                 break
@@ -321,8 +347,7 @@ def mint_repo(path: str | Path, out_dir: str | Path, cfg: MintConfig, backend: s
         name = cfg.name or root.name
         envs = Path(tmp, "envs")
         envs.mkdir()
-        if cfg.deps:
-            cfg = dataclasses.replace(cfg, env_name=_deps_env(cfg.deps, envs, name))
+        cfg, environment = _environment(root, cfg, envs, name, Path(tmp, "site"))
         probe = Task(task_id="mint", source="minted", prompt="-", environment=cfg.env_name)
         env = env_paths(probe, str(envs))
         sandbox = SandboxConfig(backend=backend, workers=cfg.workers, timeout_s=cfg.timeout_s)
@@ -337,12 +362,13 @@ def mint_repo(path: str | Path, out_dir: str | Path, cfg: MintConfig, backend: s
             (out / "envs" / cfg.env_name).mkdir(parents=True, exist_ok=True)
             copy_tree(str(envs / cfg.env_name), str(out / "envs" / cfg.env_name))
     res.report["seconds"] = round(time.perf_counter() - start, 2)
+    res.report["environment"] = environment
     io.write_tasks(out / "tasks.parquet", res.tasks)
     io.write_json(out / "report.json", res.report)
     io.write_json(out / "manifest.json", {
         "generator": "mint-v1", "repo": res.report["repo"], "snapshot": sha,
         "tasks": len(res.tasks), "tasks_sha256": io.sha256_file(out / "tasks.parquet"),
-        "params": dataclasses.asdict(cfg), "backend": backend,
+        "params": dataclasses.asdict(cfg), "backend": backend, "environment": environment,
     })  # fmt: skip
     store.prune_snapshots(out / "repos", {sha})
     return res
