@@ -83,7 +83,7 @@ FIELDS = (
 )  # fmt: skip
 # --variants-out: one row per iteration and variant, appended as each iteration ends.
 VARIANT_FIELDS = (
-    "variant", "iteration", "train_reward_mean", "train_reward_sft_policy", "heldout_pass@1", "heldout_pass@1_se",
+    "variant", "iteration", "train_reward_mean", "heldout_pass@1", "heldout_pass@1_se",
     "heldout_delta", "heldout_delta_se", "heldout_pass@8", "heldout_hot_pass@1",
     "heldout_hot_delta", "heldout_hot_delta_se", "heldout_hot_pass@8", "kl_to_sft", "kl",
     "steps", "replay_share", "replay_ess_fraction", "replay_clipped_share", "rft_examples",
