@@ -25,8 +25,16 @@ def _run(tmp_path: Path, *flags: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def drift_rows(tmp_path_factory) -> list[dict]:
-    return _run(tmp_path_factory.mktemp("drift"), "--iterations", "2", "--drift")
+def drift_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("drift")
+    _run(out, "--iterations", "2", "--drift")
+    return out
+
+
+@pytest.fixture
+def drift_rows(drift_dir) -> list[dict]:
+    with open(drift_dir / "curve.csv") as f:
+        return list(csv.DictReader(f))
 
 
 @pytest.mark.slow
@@ -51,3 +59,10 @@ def test_every_iteration_row_carries_its_wall_time(drift_rows):
 def test_without_the_drift_flag_no_slice_is_rolled_out_twice(tmp_path):
     rows = _run(tmp_path, "--iterations", "1")
     assert [r["train_reward_sft_policy"] for r in rows] == ["", ""]
+
+
+@pytest.mark.slow
+def test_the_table_of_one_run_prints_a_line_per_evaluated_iteration(drift_dir):
+    cmd = [sys.executable, "bench/learning_curve.py", "--table", str(drift_dir / "curve.csv")]
+    out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    assert [line.split(" | ")[0] for line in out.splitlines()[1:]] == ["0", "1", "2"]
