@@ -48,9 +48,11 @@ With ``--out`` the table is rewritten after every iteration, so a long run can b
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -116,6 +118,11 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--group", type=int, default=None, help="override rollout.samples_per_task")
     ap.add_argument("--eval-samples", type=int, default=2, help="samples per held-out task")
     ap.add_argument("--init", default="", help="start from this saved SFT policy (skip SFT)")
+    ap.add_argument(
+        "--work", default="",
+        help="keep each iteration's policy and the archive here; rerun with the same --work "
+        "and --out to go on after the last finished iteration (default: a temporary directory)",
+    )  # fmt: skip
     ap.add_argument("--save-init", default="", help="save the SFT policy here for reuse")
     ap.add_argument(
         "--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -210,6 +217,43 @@ def _base_row(a, policy, heldout, executor, p) -> dict:
     return row
 
 
+def _workdir(work: str):
+    """--work (kept, so a killed run can go on) or a temporary directory."""
+    if not work:
+        return tempfile.TemporaryDirectory()
+    Path(work).mkdir(parents=True, exist_ok=True)
+    return contextlib.nullcontext(work)
+
+
+def _num(v: str):
+    for kind in (int, float):
+        try:
+            return kind(v)
+        except ValueError:
+            pass
+    return v
+
+
+def _resume(a, work: Path) -> list[dict]:
+    """The rows a run with this --work finished (read from --out); later partial state goes.
+
+    A policy or archive night past the last written row is from the iteration that was
+    killed: removed, so the rerun appends that night once.
+    """
+    out = Path(a.out)
+    if not (a.work and out.exists() and (work / "iter-0000").exists()):
+        return []
+    with open(out) as f:
+        rows = [{k: _num(v) for k, v in r.items() if v != ""} for r in csv.DictReader(f)]
+    rows = [r for r in rows if (work / f"iter-{r['iteration']:04d}").exists()]
+    last = rows[-1]["iteration"] if rows else 0
+    for d in [*work.glob("iter-*"), *(work / "archive").glob("iteration=*")]:
+        if int(d.name.split("-" if d.name.startswith("iter-") else "=")[1]) > last:
+            shutil.rmtree(d)
+    print(f"resuming {work} after iteration {last}")
+    return rows
+
+
 def _write_rows(path: str, rows: list[dict]) -> None:
     """The whole table so far: rewritten after every iteration, so a long run shows its rows."""
     out = Path(path)
@@ -284,20 +328,26 @@ def main() -> int:
     by_id = {t.task_id: t for t in train_tasks + fresh}
     executor = make_executor(p.sandbox)
     eval_at = {int(x) for x in a.eval_at.split(",") if x} or set(range(a.iterations + 1))
-    rows, t_start = [], time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
+    t_start = time.perf_counter()
+    with _workdir(a.work) as tmp:
         current = Path(tmp) / "iter-0000"
-        policy = _start_policy(a, p, train_tasks)
-        policy.save(current)
-        row = _base_row(a, policy, heldout, executor, p)
-        row["wall_s"] = round(time.perf_counter() - t_start, 1)
-        base = row["_rates"]
-        rows.append(row)
-        _emit(a, rows, row)
+        rows = _resume(a, Path(tmp))
+        if rows:  # go on from the last finished iteration; wall time keeps counting
+            t_start -= rows[-1]["wall_s"]
+            policy = Policy.load(Path(tmp) / f"iter-{rows[-1]['iteration']:04d}")
+            base = _base_row(a, policy, heldout, executor, p)["_rates"]
+        else:
+            policy = _start_policy(a, p, train_tasks)
+            policy.save(current)
+            row = _base_row(a, policy, heldout, executor, p)
+            row["wall_s"] = round(time.perf_counter() - t_start, 1)
+            base = row["_rates"]
+            rows.append(row)
+            _emit(a, rows, row)
         state = {"rl_tasks": fresh or train_tasks, "tmp": tmp, "policy": policy,
-                 "current": current, "sft": Policy.load(current),
-                 "eval_at": eval_at | {0, a.iterations}}  # fmt: skip
-        for it in range(1, a.iterations + 1):
+                 "current": Path(tmp) / f"iter-{rows[-1]['iteration']:04d}",
+                 "sft": Policy.load(current), "eval_at": eval_at | {0, a.iterations}}  # fmt: skip
+        for it in range(rows[-1]["iteration"] + 1, a.iterations + 1):
             row = _iterate(a, p, it, state, executor, heldout, by_id, base)
             row["wall_s"] = round(time.perf_counter() - t_start, 1)
             rows.append(row)

@@ -66,3 +66,19 @@ def test_the_table_of_one_run_prints_a_line_per_evaluated_iteration(drift_dir):
     cmd = [sys.executable, "bench/learning_curve.py", "--table", str(drift_dir / "curve.csv")]
     out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
     assert [line.split(" | ")[0] for line in out.splitlines()[1:]] == ["0", "1", "2"]
+
+
+def _without_timings(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in ("seconds", "wall_s")} for r in rows]
+
+
+@pytest.mark.slow
+def test_a_run_killed_after_its_archive_write_goes_on_to_the_same_rows(tmp_path):
+    work = str(tmp_path / "work")
+    whole = _run(tmp_path, "--iterations", "2", "--work", work)
+    # Killed after night 2's policy and archive partition, before its row: the row is gone.
+    out = tmp_path / "curve.csv"
+    lines = out.read_text().splitlines(keepends=True)
+    out.write_text("".join(lines[:-1]))
+    resumed = _run(tmp_path, "--iterations", "2", "--work", work)
+    assert _without_timings(resumed) == _without_timings(whole)
