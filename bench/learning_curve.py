@@ -38,23 +38,19 @@ KL(policy || SFT policy) per generated token on the iteration's rollout, wall ti
 an in-process archive after train (retention params), which train reads for replay and
 ``rft_source: archive``, as the stage reads data/archive.
 
-Drift check (``--drift``): each iteration's slice is also rolled out, with the same seeds, by
-the frozen SFT policy; ``train_reward_sft_policy`` sits beside ``train_reward_mean`` and
-``train_reward_gain`` (± ``train_reward_gain_se``, paired per task) is their difference: the
-learning on that slice with its difficulty taken out. Costs one more rollout per iteration.
-With ``--out`` the table is rewritten after every iteration, so a long run can be polled.
+Drift check (``--drift``, one more rollout per iteration): each slice is also rolled out by
+the frozen SFT policy with the same seeds; ``train_reward_gain`` (paired per task) is
+``train_reward_mean - train_reward_sft_policy``, the learning with slice difficulty taken out.
+``--out`` is rewritten after every iteration (a long run can be polled; ``--work`` resumes).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -64,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._curve_measure import drift_row, eval_row, kl_to_sft, sft_rollout, train_row  # noqa: E402
 from bench._curve_table import variants_table  # noqa: E402
+from bench._curve_work import resume, workdir  # noqa: E402
 from codeloop.config import load_params  # noqa: E402
 from codeloop.data.archive import append_night, query  # noqa: E402
 from codeloop.data.generator import generate_tasks  # noqa: E402
@@ -217,43 +214,6 @@ def _base_row(a, policy, heldout, executor, p) -> dict:
     return row
 
 
-def _workdir(work: str):
-    """--work (kept, so a killed run can go on) or a temporary directory."""
-    if not work:
-        return tempfile.TemporaryDirectory()
-    Path(work).mkdir(parents=True, exist_ok=True)
-    return contextlib.nullcontext(work)
-
-
-def _num(v: str):
-    for kind in (int, float):
-        try:
-            return kind(v)
-        except ValueError:
-            pass
-    return v
-
-
-def _resume(a, work: Path) -> list[dict]:
-    """The rows a run with this --work finished (read from --out); later partial state goes.
-
-    A policy or archive night past the last written row is from the iteration that was
-    killed: removed, so the rerun appends that night once.
-    """
-    out = Path(a.out)
-    if not (a.work and out.exists() and (work / "iter-0000").exists()):
-        return []
-    with open(out) as f:
-        rows = [{k: _num(v) for k, v in r.items() if v != ""} for r in csv.DictReader(f)]
-    rows = [r for r in rows if (work / f"iter-{r['iteration']:04d}").exists()]
-    last = rows[-1]["iteration"] if rows else 0
-    for d in [*work.glob("iter-*"), *(work / "archive").glob("iteration=*")]:
-        if int(d.name.split("-" if d.name.startswith("iter-") else "=")[1]) > last:
-            shutil.rmtree(d)
-    print(f"resuming {work} after iteration {last}")
-    return rows
-
-
 def _write_rows(path: str, rows: list[dict]) -> None:
     """The whole table so far: rewritten after every iteration, so a long run shows its rows."""
     out = Path(path)
@@ -329,9 +289,9 @@ def main() -> int:
     executor = make_executor(p.sandbox)
     eval_at = {int(x) for x in a.eval_at.split(",") if x} or set(range(a.iterations + 1))
     t_start = time.perf_counter()
-    with _workdir(a.work) as tmp:
+    with workdir(a.work) as tmp:
         current = Path(tmp) / "iter-0000"
-        rows = _resume(a, Path(tmp))
+        rows = resume(a.work, a.out, Path(tmp))
         if rows:  # go on from the last finished iteration; wall time keeps counting
             t_start -= rows[-1]["wall_s"]
             policy = Policy.load(Path(tmp) / f"iter-{rows[-1]['iteration']:04d}")
@@ -353,8 +313,13 @@ def main() -> int:
             rows.append(row)
             _emit(a, rows, row)
     executor.close()
-    if a.variants_out:  # a comparison run: the per-variant CSV is its output
-        return 0
+    if not a.variants_out:  # a comparison run: the per-variant CSV is its output
+        _summary(a, rows)
+    return 0
+
+
+def _summary(a, rows: list[dict]) -> None:
+    """The first and last evaluated rows, side by side."""
     evaluated = [r for r in rows if "heldout_pass@1" in r]
     r0, r1 = evaluated[0], evaluated[-1]
     print(
@@ -363,7 +328,8 @@ def main() -> int:
         f"GRPO iterations (paired change {r1['heldout_delta']:+.3f} +- {r1['heldout_delta_se']:.3f})"
     )
     if len(rows) > 1:
-        pool = "the fixed pool" if a.fixed_pool else "a new unseen slice each iteration"
+        # Past len(--fresh) / --pool iterations the slices come round again (new seeds).
+        pool = "the fixed pool" if a.fixed_pool else "a new slice each iteration"
         print(
             f"held-out pass@1 at the rollout temperature: {r0['heldout_hot_pass@1']:.3f} -> "
             f"{r1['heldout_hot_pass@1']:.3f} (paired change {r1['heldout_hot_delta']:+.3f} +- "
@@ -374,7 +340,6 @@ def main() -> int:
             f"{rows[-1]['train_reward_mean']:.3f} (policy of iteration {a.iterations - 1})"
         )
     print(f"wrote {a.out}")
-    return 0
 
 
 def _emit(a, rows: list[dict], row: dict) -> None:
