@@ -16,7 +16,7 @@ mkdir -p "$WORK"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} PYTHONUNBUFFERED=1
 # Held-out evaluations every few iterations and at the last (each costs ~1.5 non-evaluated
 # iterations); EVAL=... overrides.
-EVAL=${EVAL:-3,6,10,15,$N}
+EVAL=${EVAL:-3,6,12,16,$N}
 INIT=(--save-init "$WORK/init")
 [ -f "$WORK/init/model_version.txt" ] && INIT=(--init "$WORK/init")
 exec nice -n 19 .venv/bin/python bench/learning_curve.py --heldout 200 --pool 256 \
