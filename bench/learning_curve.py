@@ -37,6 +37,11 @@ KL(policy || SFT policy) per generated token on the iteration's rollout, wall ti
 ``--table CSV`` prints each variant's last evaluated row. Every night's scored rows go to
 an in-process archive after train (retention params), which train reads for replay and
 ``rft_source: archive``, as the stage reads data/archive.
+
+Drift check (``--drift``, one more rollout per iteration): each slice is also rolled out by
+the frozen SFT policy with the same seeds; ``train_reward_gain`` (paired per task) is
+``train_reward_mean - train_reward_sft_policy``, the learning with slice difficulty taken out.
+``--out`` is rewritten after every iteration (a long run can be polled; ``--work`` resumes).
 """
 
 from __future__ import annotations
@@ -46,7 +51,6 @@ import csv
 import os
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -54,11 +58,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._curve_measure import drift_row, eval_row, kl_to_sft, sft_rollout, train_row  # noqa: E402
 from bench._curve_table import variants_table  # noqa: E402
+from bench._curve_work import resume, workdir  # noqa: E402
 from codeloop.config import load_params  # noqa: E402
 from codeloop.data.archive import append_night, query  # noqa: E402
 from codeloop.data.generator import generate_tasks  # noqa: E402
-from codeloop.evaluate.metrics import evaluate_sets, pass_at_k  # noqa: E402
 from codeloop.policy.model import Policy, build_embedded  # noqa: E402
 from codeloop.policy.sft import run_sft  # noqa: E402
 from codeloop.rewards import score_trajectories  # noqa: E402
@@ -68,11 +73,12 @@ from codeloop.train.trainer import train_grpo  # noqa: E402
 
 FIELDS = (
     "iteration", "train_reward_mean", "train_reward_se", "train_pass_rate", "train_revise_fix_rate",
-    "heldout_pass@1", "heldout_pass@1_se", "heldout_delta", "heldout_delta_se",
+    "train_reward_sft_policy", "train_reward_gain", "train_reward_gain_se",
+    "heldout_pass@1", "heldout_pass@1_se", "heldout_delta", "heldout_delta_se", "heldout_pass@8",
     "heldout_hot_pass@1", "heldout_hot_pass@1_se", "heldout_hot_delta", "heldout_hot_delta_se",
-    "heldout_success_rate",
+    "heldout_hot_pass@8", "heldout_success_rate", "kl_to_sft",
     "frac_reward_zero_std", "kl", "clip_ratio_region", "ratio_mean_first_step", "loss",
-    "n_in_update", "seconds",
+    "n_in_update", "steps", "rft_examples", "seconds", "wall_s",
 )  # fmt: skip
 # --variants-out: one row per iteration and variant, appended as each iteration ends.
 VARIANT_FIELDS = (
@@ -109,6 +115,11 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--group", type=int, default=None, help="override rollout.samples_per_task")
     ap.add_argument("--eval-samples", type=int, default=2, help="samples per held-out task")
     ap.add_argument("--init", default="", help="start from this saved SFT policy (skip SFT)")
+    ap.add_argument(
+        "--work", default="",
+        help="keep each iteration's policy and the archive here; rerun with the same --work "
+        "and --out to go on after the last finished iteration (default: a temporary directory)",
+    )  # fmt: skip
     ap.add_argument("--save-init", default="", help="save the SFT policy here for reuse")
     ap.add_argument(
         "--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -120,6 +131,10 @@ def _args() -> argparse.Namespace:
     ap.add_argument(
         "--eval-at", default="",
         help="comma-separated iterations to evaluate (0 and the last always); default: all",
+    )  # fmt: skip
+    ap.add_argument(
+        "--drift", action="store_true",
+        help="also roll each slice out with the SFT policy (same seeds): train_reward_sft_policy",
     )  # fmt: skip
     ap.add_argument("--kl-rows", type=int, default=64, help="rollout rows for kl_to_sft")
     ap.add_argument(
@@ -166,64 +181,6 @@ def _set(model, keys: list[str], value: str):
     return model.model_copy(update={keys[0]: val})
 
 
-def _se(values: list[float]) -> float:
-    """Standard error of the mean (sample std / sqrt(n))."""
-    n = len(values)
-    if n < 2:
-        return 0.0
-    mean = sum(values) / n
-    return (sum((v - mean) ** 2 for v in values) / (n - 1) / n) ** 0.5
-
-
-def _eval_row(policy, heldout, executor, p, base=None) -> dict:
-    """Held-out pass@1 at evaluate.temperature, and again at the rollout temperature.
-
-    Why both: at T 0.2 a sample is nearly the argmax, so only tasks whose argmax flips
-    count; at the rollout temperature the estimate also sees the policy get surer of
-    what it already half knows, which is most of what a few GRPO steps change.
-    """
-    hot = p.evaluate.model_copy(update={"temperature": p.rollout.temperature})
-    row, base = {"_rates": {}}, base or {}
-    for suffix, ev in (("", p.evaluate), ("_hot", hot)):
-        m = evaluate_sets(policy, {"heldout": heldout}, executor, ev, timeout_s=p.sandbox.timeout_s)
-        s, rates = m["sets"]["heldout"], m["pass_rates"]["heldout"]
-        # pass@1 = mean over tasks of c/n (unbiased); its SE is over tasks, the unit
-        # sampled. The change since the SFT policy is paired per task: the same tasks
-        # are evaluated every iteration, so task difficulty cancels out of its SE.
-        ref = base.get(suffix, rates)
-        diffs = [rates[t] - ref[t] for t in rates]
-        n = ev.samples_per_task
-        at8 = [pass_at_k(n, round(r * n), 8) for r in rates.values()] if n >= 8 else []
-        row.update({
-            f"heldout{suffix}_pass@8": sum(at8) / len(at8) if at8 else float("nan"),
-            f"heldout{suffix}_pass@1": s["pass@1"],
-            f"heldout{suffix}_pass@1_se": _se(list(rates.values())),
-            f"heldout{suffix}_delta": sum(diffs) / len(diffs),
-            f"heldout{suffix}_delta_se": _se(diffs),
-        })  # fmt: skip
-        row["_rates"][suffix] = rates
-        if not suffix:
-            row["heldout_success_rate"] = s["success_rate"]
-    return row
-
-
-def _train_row(scored) -> dict:
-    """Mean train reward (SE over tasks), pass rate, and how often a revise turn fixed it."""
-    ok = [t for t in scored if not t.infra_error]
-    by_task: dict[str, list[float]] = {}
-    for t in ok:
-        by_task.setdefault(t.task_id, []).append(t.reward)
-    passed = [t for t in ok if t.terminal_reason == "all_tests_passed"]
-    revised = [t for t in ok if len(t.actions) > 1]
-    return {
-        "train_reward_mean": sum(t.reward for t in ok) / max(1, len(ok)),
-        "train_reward_se": _se([sum(v) / len(v) for v in by_task.values()]),
-        "train_pass_rate": len(passed) / max(1, len(ok)),
-        # Of the episodes that reached a revise turn, the share a revision made pass.
-        "train_revise_fix_rate": sum(len(t.actions) > 1 for t in passed) / max(1, len(revised)),
-    }
-
-
 def _start_policy(a, p, train_tasks):
     if a.init:
         policy = Policy.load(a.init)
@@ -242,27 +199,6 @@ def _start_policy(a, p, train_tasks):
     return policy
 
 
-def _kl_to_sft(policy, sft, rows, n_rows: int) -> float:
-    """Mean exact KL(policy || SFT policy) over the vocabulary, per generated token.
-
-    Measured at the generated positions of this iteration's rollout (contexts the recent
-    policy visits), on the first n_rows by id; temperature 1, the models' own distributions.
-    """
-    import torch
-
-    rows = sorted((t for t in rows if sum(t.loss_mask[1:])), key=lambda t: t.trajectory_id)
-    total, count = 0.0, 0
-    with torch.no_grad():
-        for t in rows[:n_rows]:
-            ids = torch.tensor([t.token_ids])
-            lp = torch.log_softmax(policy.model(input_ids=ids).logits[0, :-1].float(), -1)
-            lq = torch.log_softmax(sft.model(input_ids=ids).logits[0, :-1].float(), -1)
-            mask = torch.tensor(t.loss_mask[1:], dtype=torch.bool)
-            kl = (lp.exp() * (lp - lq)).sum(-1)[mask]  # (generated tokens,)
-            total, count = total + float(kl.sum()), count + int(mask.sum())
-    return total / max(1, count)
-
-
 def _base_row(a, policy, heldout, executor, p) -> dict:
     """Iteration 0's row (the SFT policy's evaluation), from --base-cache when it is there."""
     import json
@@ -272,16 +208,28 @@ def _base_row(a, policy, heldout, executor, p) -> dict:
         row = json.loads(cache.read_text())
         print(f"iteration 0 from {cache}")
         return row
-    row = {"iteration": 0, **_eval_row(policy, heldout, executor, p), "kl_to_sft": 0.0}
+    row = {"iteration": 0, **eval_row(policy, heldout, executor, p), "kl_to_sft": 0.0}
     if cache:
         cache.write_text(json.dumps(row))
     return row
+
+
+def _write_rows(path: str, rows: list[dict]) -> None:
+    """The whole table so far: rewritten after every iteration, so a long run shows its rows."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
 
 
 def _write_variant_row(path: str, variant: str, row: dict) -> None:
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     new = not out.exists() or out.stat().st_size == 0
+    if not new and out.open().readline().strip() != ",".join(VARIANT_FIELDS):
+        raise SystemExit(f"{out}: its header is not this bench's columns; write a new file")
     with open(out, "a", newline="") as f:
         w = csv.DictWriter(f, fieldnames=VARIANT_FIELDS, extrasaction="ignore")
         if new:
@@ -312,13 +260,18 @@ def _iterate(a, p, it, state, executor, heldout, by_id, base):
     extra = ("steps", "replay_share", "replay_ess_fraction", "replay_clipped_share")
     row = {
         "iteration": it,
-        **_train_row(scored),
+        **train_row(scored),
         **{k: m[k] for k in (*keys, "loss", "n_in_update")},
         **{k: m.get(k, 0) for k in (*extra, "rft_examples")},
-        "kl_to_sft": _kl_to_sft(state["policy"], state["sft"], scored, a.kl_rows),
+        "kl_to_sft": kl_to_sft(state["policy"], state["sft"], scored, a.kl_rows),
     }
+    if a.drift:  # iteration 1's rollout policy is the SFT policy: its rows are the same
+        sft_rows = (
+            scored if it == 1 else sft_rollout(pool, state["sft"], executor, rcfg, p, by_id, it)
+        )
+        row.update(drift_row(scored, sft_rows))
     if it in state["eval_at"]:
-        row.update(_eval_row(state["policy"], heldout, executor, p, base))
+        row.update(eval_row(state["policy"], heldout, executor, p, base))
     row["seconds"] = round(time.perf_counter() - t0, 1)
     return row
 
@@ -335,38 +288,39 @@ def main() -> int:
     by_id = {t.task_id: t for t in train_tasks + fresh}
     executor = make_executor(p.sandbox)
     eval_at = {int(x) for x in a.eval_at.split(",") if x} or set(range(a.iterations + 1))
-    rows, t_start = [], time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
+    t_start = time.perf_counter()
+    with workdir(a.work) as tmp:
         current = Path(tmp) / "iter-0000"
-        policy = _start_policy(a, p, train_tasks)
-        policy.save(current)
-        row = _base_row(a, policy, heldout, executor, p)
-        row["wall_s"] = round(time.perf_counter() - t_start, 1)
-        base = row["_rates"]
-        rows.append(row)
-        print(_fmt(row), flush=True)
-        if a.variants_out:
-            _write_variant_row(a.variants_out, a.variant, row)
+        rows = resume(a.work, a.out, Path(tmp))
+        if rows:  # go on from the last finished iteration; wall time keeps counting
+            t_start -= rows[-1]["wall_s"]
+            policy = Policy.load(Path(tmp) / f"iter-{rows[-1]['iteration']:04d}")
+            base = _base_row(a, policy, heldout, executor, p)["_rates"]
+        else:
+            policy = _start_policy(a, p, train_tasks)
+            policy.save(current)
+            row = _base_row(a, policy, heldout, executor, p)
+            row["wall_s"] = round(time.perf_counter() - t_start, 1)
+            base = row["_rates"]
+            rows.append(row)
+            _emit(a, rows, row)
         state = {"rl_tasks": fresh or train_tasks, "tmp": tmp, "policy": policy,
-                 "current": current, "sft": Policy.load(current),
-                 "eval_at": eval_at | {0, a.iterations}}  # fmt: skip
-        for it in range(1, a.iterations + 1):
+                 "current": Path(tmp) / f"iter-{rows[-1]['iteration']:04d}",
+                 "sft": Policy.load(current), "eval_at": eval_at | {0, a.iterations}}  # fmt: skip
+        for it in range(rows[-1]["iteration"] + 1, a.iterations + 1):
             row = _iterate(a, p, it, state, executor, heldout, by_id, base)
             row["wall_s"] = round(time.perf_counter() - t_start, 1)
             rows.append(row)
-            print(_fmt(row), flush=True)
-            if a.variants_out:
-                _write_variant_row(a.variants_out, a.variant, row)
+            _emit(a, rows, row)
     executor.close()
-    if a.variants_out:  # a comparison run: the per-variant CSV is its output
-        return 0
+    if not a.variants_out:  # a comparison run: the per-variant CSV is its output
+        _summary(a, rows)
+    return 0
+
+
+def _summary(a, rows: list[dict]) -> None:
+    """The first and last evaluated rows, side by side."""
     evaluated = [r for r in rows if "heldout_pass@1" in r]
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
     r0, r1 = evaluated[0], evaluated[-1]
     print(
         f"held-out pass@1: {r0['heldout_pass@1']:.3f} +- {r0['heldout_pass@1_se']:.3f} (SFT) -> "
@@ -374,7 +328,8 @@ def main() -> int:
         f"GRPO iterations (paired change {r1['heldout_delta']:+.3f} +- {r1['heldout_delta_se']:.3f})"
     )
     if len(rows) > 1:
-        pool = "the fixed pool" if a.fixed_pool else "a new unseen slice each iteration"
+        # Past len(--fresh) / --pool iterations the slices come round again (new seeds).
+        pool = "the fixed pool" if a.fixed_pool else "a new slice each iteration"
         print(
             f"held-out pass@1 at the rollout temperature: {r0['heldout_hot_pass@1']:.3f} -> "
             f"{r1['heldout_hot_pass@1']:.3f} (paired change {r1['heldout_hot_delta']:+.3f} +- "
@@ -384,8 +339,16 @@ def main() -> int:
             f"train reward ({pool}): {rows[1]['train_reward_mean']:.3f} (SFT policy) -> "
             f"{rows[-1]['train_reward_mean']:.3f} (policy of iteration {a.iterations - 1})"
         )
-    print(f"wrote {out}")
-    return 0
+    print(f"wrote {a.out}")
+
+
+def _emit(a, rows: list[dict], row: dict) -> None:
+    """Print the iteration's row and write it out (--variants-out, else --out)."""
+    print(_fmt(row), flush=True)
+    if a.variants_out:
+        _write_variant_row(a.variants_out, a.variant, row)
+    else:
+        _write_rows(a.out, rows)
 
 
 def _fmt(row: dict) -> str:
