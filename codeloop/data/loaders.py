@@ -11,33 +11,26 @@ row number and reason, never dropped silently.
 from __future__ import annotations
 
 import ast
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codeloop.data.contest import contest_task as _contest_task
+from codeloop.data.rows import LICENSES
+from codeloop.data.rows import RowError as _RowError
+from codeloop.data.rows import require as _require
+from codeloop.data.rows import typed as _typed
 from codeloop.data.unparse import unparse
 from codeloop.data.validate import (
     SourceError,
     check_task,
-    defined_names,
     entry_point_of,
     iter_records,
     quarantine_row,
-    wrong_type,
 )
 from codeloop.schema import Task
 
 FILE_KINDS = ("synthetic", "humaneval", "mbpp", "apps", "canonical", "auto")
-LICENSES = {
-    "humaneval": "MIT",
-    "mbpp": "CC-BY-4.0",
-    "apps": "MIT",
-    "taco": "Apache-2.0",
-    "codecontests": "CC-BY-4.0",
-    "synthetic": "Apache-2.0",
-}
-MAX_TESTS = 50  # contest rows carry hundreds of generated tests; 50 judge well and run fast
 
 
 @dataclass
@@ -47,33 +40,6 @@ class LoadResult:
     tasks: list[Task] = field(default_factory=list)
     quarantine_rows: list[dict[str, Any]] = field(default_factory=list)
     rows_in: int = 0
-
-
-class _RowError(ValueError):
-    def __init__(self, field_name: str, reason: str):
-        super().__init__(reason)
-        self.field = field_name
-        self.reason = reason
-
-
-def _require(rec: dict, *names: str) -> str:
-    """The first of ``names`` present and non-empty in rec, a string, or _RowError naming it."""
-    found = [n for n in names if rec.get(n) not in (None, "", [])]
-    if not found:
-        raise _RowError(names[0], f"missing field {names[0]!r}")
-    return _typed(rec, found[0], "string")
-
-
-def _typed(rec: dict, name: str, expected: str, default: Any = None) -> Any:
-    """rec[name] (default when absent or null) if it has the expected JSON type, else
-    _RowError naming the field and both types."""
-    value = rec.get(name)
-    if value is None and default is not None:
-        return default
-    reason = wrong_type(value, expected)
-    if reason:
-        raise _RowError(name, reason)
-    return value
 
 
 def _load_file(path: str, source: str, convert, on_task=None) -> LoadResult:
@@ -217,87 +183,6 @@ def _mbpp_task(rec: dict, row: int) -> Task:
 def load_mbpp(path: str) -> LoadResult:
     """MBPP jsonl (original fields text/code/test_list or sanitized prompt/test_imports)."""
     return _load_file(str(path), "mbpp", _mbpp_task)
-
-
-def _maybe_json(value: Any, name: str) -> Any:
-    try:
-        return (json.loads(value) if value.strip() else None) if isinstance(value, str) else value
-    except json.JSONDecodeError as exc:
-        raise _RowError(name, f"{name} is not valid JSON: {exc}") from None
-
-
-def _as_text(v: Any) -> str:
-    return "\n".join(map(str, v)) if isinstance(v, list) else str(v)
-
-
-def _contest_io(rec: dict) -> tuple[list, list, str]:
-    """(inputs, outputs, fn_name) from APPS/TACO input_output or CodeContests *_tests."""
-    if "input_output" in rec:
-        io = _maybe_json(rec["input_output"], "input_output") or {}
-        if not isinstance(io, dict):
-            raise _RowError("input_output", "input_output must be an object")
-        return list(io.get("inputs") or []), list(io.get("outputs") or []), io.get("fn_name") or ""
-    ins: list = []
-    outs: list = []
-    for name in ("public_tests", "private_tests", "generated_tests"):
-        t = _maybe_json(rec.get(name), name) or {}
-        ins += list(t.get("input") or [])
-        outs += list(t.get("output") or [])
-    return ins, outs, ""
-
-
-def _contest_solution(rec: dict) -> str:
-    sols = _maybe_json(rec.get("solutions"), "solutions")
-    if isinstance(sols, dict):  # CodeContests: parallel lists; language 3 is PYTHON3
-        langs, codes = sols.get("language") or [], sols.get("solution") or []
-        py3 = [c for lang, c in zip(langs, codes, strict=False) if lang in (3, "PYTHON3")]
-        return py3[0] if py3 else ""
-    if isinstance(sols, list) and sols:
-        return str(sols[0])
-    return ""
-
-
-def _contest_task(rec: dict, row: int) -> Task:
-    prompt = _require(rec, "question", "description", "problem")
-    solution = _contest_solution(rec)
-    if not solution.strip():
-        raise _RowError("solutions", "no Python solution")
-    ins, outs, fn_name = _contest_io(rec)
-    if len(ins) != len(outs):
-        raise _RowError("input_output", f"{len(ins)} inputs but {len(outs)} outputs")
-    if not ins:
-        raise _RowError("input_output", "no tests")
-    n_all = len(ins)
-    ins, outs = ins[:MAX_TESTS], outs[:MAX_TESTS]
-    origin = "codecontests" if "public_tests" in rec else ("taco" if "source" in rec else "apps")
-    original = rec.get("problem_id", rec.get("name", row))
-    setup = ""
-    if fn_name:  # call-based: args list -> assert fn(*args) == expected
-        out = [o[0] if isinstance(o, list) and len(o) == 1 else o for o in outs]
-        tests = [f"assert {fn_name}(*{a!r}) == {o!r}" for a, o in zip(ins, out, strict=True)]
-        if "class Solution" in solution and fn_name not in defined_names(solution):
-            setup = f"{fn_name} = Solution().{fn_name}"  # LeetCode-style method
-    else:
-        tests = [
-            json.dumps({"input": _as_text(i), "output": _as_text(o)})
-            for i, o in zip(ins, outs, strict=True)
-        ]
-    return Task(
-        task_id=f"{origin}/{original}",
-        source=origin,
-        prompt=prompt,
-        entry_point=fn_name,
-        io_style="function" if fn_name else "stdio",
-        reference_solution=solution,
-        setup_code=setup,
-        visible_tests=tests,
-        metadata={
-            "license": LICENSES[origin],
-            "provenance": {"original_id": original},
-            "tests_available": n_all,
-            "source_difficulty": str(rec.get("difficulty", "")),
-        },
-    )
 
 
 def load_apps(path: str) -> LoadResult:
