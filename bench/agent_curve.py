@@ -38,7 +38,11 @@ from codeloop.data.generator import generate_tasks  # noqa: E402
 from codeloop.data.repos.expert import expert_calls  # noqa: E402
 from codeloop.data.repos.store import store_files  # noqa: E402
 from codeloop.data.repos.synth import generate_repo_tasks  # noqa: E402
-from codeloop.evaluate.agent_metrics import agent_set_metrics  # noqa: E402
+from codeloop.evaluate.agent_metrics import (  # noqa: E402
+    agent_set_metrics,
+    failure_steps,
+    render_episode,
+)
 from codeloop.policy.agent_format import repo_corpus  # noqa: E402
 from codeloop.policy.model import Policy, build_embedded  # noqa: E402
 from codeloop.policy.sft import run_sft  # noqa: E402
@@ -60,7 +64,14 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--train-repo-tasks", type=int, default=48)
-    ap.add_argument("--heldout", type=int, default=16)
+    ap.add_argument("--heldout", type=int, default=60, help="held-out repo tasks (seed 1000)")
+    ap.add_argument("--show", type=int, default=2, help="SFT episodes printed (diagnosis)")
+    ap.add_argument(
+        "--knob",
+        default="",
+        help="training repos' difficulty: "
+        "min_modules,max_modules,max_depth,max_distance (default: params)",
+    )
     ap.add_argument("--pool", type=int, default=12, help="repo tasks rolled out per iteration")
     ap.add_argument("--functions", type=int, default=120, help="function tasks for SFT")
     ap.add_argument("--sft-steps", type=int, default=300)
@@ -78,7 +89,7 @@ def _se(values: list[float]) -> float:
     return (sum((v - mean) ** 2 for v in values) / (n - 1) / n) ** 0.5
 
 
-def _eval(policy, heldout, env, ex, repos, p, a, base=None) -> dict:
+def _eval(policy, heldout, env, ex, repos, p, a, base=None, show=0) -> dict:
     """Held-out resolved rate at evaluate.temperature; paired change per task vs base."""
     cfg = p.rollout.model_copy(update={
         "samples_per_task": a.eval_samples, "temperature": p.evaluate.temperature,
@@ -90,6 +101,9 @@ def _eval(policy, heldout, env, ex, repos, p, a, base=None) -> dict:
     verdicts = judge_many([(by_id[t.task_id], t.final_diff) for t in trajs], repos, ex)
     resolved = [v.resolved for v in verdicts]
     m = agent_set_metrics(trajs, resolved, a.eval_samples)
+    print(f"  held-out episodes by failure step: {failure_steps(trajs, resolved)}", flush=True)
+    for t in trajs[: show * a.eval_samples : a.eval_samples]:
+        print(by_id[t.task_id].prompt, "\n" + render_episode(t, 300), flush=True)
     rates: dict[str, list[bool]] = {}
     for t, r in zip(trajs, resolved, strict=True):
         rates.setdefault(t.task_id, []).append(r)
@@ -110,8 +124,27 @@ def main() -> int:
     p = load_params(a.params)
     p = p.model_copy(update={"sft": p.sft.model_copy(update={
         "steps": a.sft_steps, "agent_fraction": a.agent_fraction})})  # fmt: skip
-    train, trees = generate_repo_tasks(a.train_repo_tasks, seed=0)
-    heldout, htrees = generate_repo_tasks(a.heldout, seed=1000)
+    r = p.clean.repo_tasks
+    knob = (
+        dict(
+            zip(
+                ("min_modules", "max_modules", "max_depth", "max_distance"),
+                map(int, a.knob.split(",")),
+                strict=True,
+            )
+        )
+        if a.knob
+        else {k: getattr(r, k) for k in ("min_modules", "max_modules", "max_depth", "max_distance")}
+    )
+    train, trees = generate_repo_tasks(a.train_repo_tasks, seed=0, tasks_per_repo=r.tasks_per_repo,
+                                       **knob)  # fmt: skip
+    # The held-out set keeps the nightly frozen set's knob (params), whatever training uses.
+    heldout, htrees = generate_repo_tasks(
+        a.heldout,
+        seed=r.heldout_seed,
+        tasks_per_repo=r.tasks_per_repo,
+        **{k: getattr(r, k) for k in ("min_modules", "max_modules", "max_depth", "max_distance")},
+    )
     funcs = generate_tasks(a.functions, seed=0, max_depth=2)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -131,7 +164,7 @@ def main() -> int:
               f"{time.perf_counter() - t0:.0f}s", flush=True)  # fmt: skip
         current = Path(tmp) / "iter-0000"
         policy.save(current)
-        row = {"iteration": 0, **_eval(policy, heldout, env, ex, repos, p, a)}
+        row = {"iteration": 0, **_eval(policy, heldout, env, ex, repos, p, a, show=a.show)}
         base = row["_rates"]
         rows.append(row)
         print(_fmt(row), flush=True)
