@@ -26,7 +26,7 @@ from codeloop.data.repos.mutate import Mutation, apply_mutation, find_mutations
 from codeloop.data.repos.store import files_hash
 from codeloop.schema import Task
 
-GENERATOR_VERSION = "synth-repo-v1"
+GENERATOR_VERSION = "synth-repo-v2"  # v2: the statement names the file of the broken function
 LICENSE = "Apache-2.0"
 HIDDEN_FILE = "tests/test_hidden.py"
 
@@ -269,9 +269,12 @@ def problem_statement(repo: Repo, p: Planted) -> str:
         head, result = f"`{name}` in `{repo.package}.{mod}` raises an error.", got[1]
     else:
         head, result = f"`{name}` in `{repo.package}.{mod}` returns a wrong result.", repr(got)
+    # The file of the public function (the symptom, not the cause) in the very spelling a
+    # read_file call takes: the embedded model, asked to turn `pkg.mod` into `pkg/mod.py`,
+    # wrote a training repo's package name instead in 27 of 60 held-out episodes.
     return (
         f"{head}\n\n>>> from {repo.package}.{mod} import {name}\n>>> {call_txt}\n{result}\n\n"
-        f"Expected {expected!r}."
+        f"Expected {expected!r}. `{name}` is defined in {repo.module_path(p.chain[-1].module)}."
     )
 
 
