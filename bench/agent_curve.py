@@ -52,6 +52,7 @@ from codeloop.rollout.demos import expert_demos  # noqa: E402
 from codeloop.sandbox import make_executor  # noqa: E402
 from codeloop.train.trainer import train_grpo  # noqa: E402
 
+KNOB = ("min_modules", "max_modules", "max_depth", "max_distance")
 FIELDS = (
     "iteration", "train_reward_mean", "train_resolved_rate", "heldout_resolved", "heldout_resolved_se",
     "heldout_delta", "heldout_delta_se", "avg_steps", "tool_call_success_rate",
@@ -77,6 +78,7 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--sft-steps", type=int, default=300)
     ap.add_argument("--agent-fraction", type=float, default=0.3)
     ap.add_argument("--eval-samples", type=int, default=2)
+    ap.add_argument("--init", default="", help="start from this checkpoint, skip SFT")
     ap.add_argument("--out", default="metrics/agent_curve.csv")
     return ap.parse_args()
 
@@ -119,31 +121,38 @@ def _eval(policy, heldout, env, ex, repos, p, a, base=None, show=0) -> dict:
     }  # fmt: skip
 
 
+def _init_policy(a, p, ex, repos, funcs, train) -> Policy:
+    """The iteration-0 policy: --init's checkpoint (e.g. the nightly's models/init), else
+    SFT here on function tasks plus the expert's episodes on the training repo tasks."""
+    if a.init:
+        print(f"iteration 0 policy: {a.init} (no SFT here)", flush=True)
+        return Policy.load(a.init)
+    demo_env = AgentEnv(ex, p.agent.model_copy(update={"max_steps": 500}), repos)
+    t0 = time.perf_counter()
+    demos, report = expert_demos(train, demo_env, lambda t: expert_calls(t, repos))
+    print(f"expert demos: {report}, {time.perf_counter() - t0:.0f}s", flush=True)
+    policy = build_embedded(p, funcs + train, repo_corpus(train, repos))
+    sft = run_sft(policy, funcs, p.sft, demos=demos)
+    print(f"SFT {sft['steps']} steps, {sft['agent_examples']} agent examples of "
+          f"{report['demos']} demos, loss {sft['loss_last']:.3f}, "
+          f"{time.perf_counter() - t0:.0f}s", flush=True)  # fmt: skip
+    return policy
+
+
 def main() -> int:
     a = _args()
     p = load_params(a.params)
     p = p.model_copy(update={"sft": p.sft.model_copy(update={
         "steps": a.sft_steps, "agent_fraction": a.agent_fraction})})  # fmt: skip
     r = p.clean.repo_tasks
-    knob = (
-        dict(
-            zip(
-                ("min_modules", "max_modules", "max_depth", "max_distance"),
-                map(int, a.knob.split(",")),
-                strict=True,
-            )
-        )
-        if a.knob
-        else {k: getattr(r, k) for k in ("min_modules", "max_modules", "max_depth", "max_distance")}
+    frozen = {k: getattr(r, k) for k in KNOB}
+    knob = dict(zip(KNOB, map(int, a.knob.split(",")), strict=True)) if a.knob else frozen
+    train, trees = generate_repo_tasks(
+        a.train_repo_tasks, seed=r.seed, tasks_per_repo=r.tasks_per_repo, **knob
     )
-    train, trees = generate_repo_tasks(a.train_repo_tasks, seed=0, tasks_per_repo=r.tasks_per_repo,
-                                       **knob)  # fmt: skip
     # The held-out set keeps the nightly frozen set's knob (params), whatever training uses.
     heldout, htrees = generate_repo_tasks(
-        a.heldout,
-        seed=r.heldout_seed,
-        tasks_per_repo=r.tasks_per_repo,
-        **{k: getattr(r, k) for k in ("min_modules", "max_modules", "max_depth", "max_distance")},
+        a.heldout, seed=r.heldout_seed, tasks_per_repo=r.tasks_per_repo, **frozen
     )
     funcs = generate_tasks(a.functions, seed=0, max_depth=2)
     rows = []
@@ -154,14 +163,7 @@ def main() -> int:
         envs = agent_envs_root(train + heldout, f"{tmp}/none", f"{tmp}/envs")
         ex = make_executor(p.sandbox, workspaces=True, envs_root=envs)
         env = AgentEnv(ex, p.agent, repos)
-        demo_env = AgentEnv(ex, p.agent.model_copy(update={"max_steps": 500}), repos)
-        t0 = time.perf_counter()
-        demos, report = expert_demos(train, demo_env, lambda t: expert_calls(t, repos))
-        policy = build_embedded(p, funcs + train, repo_corpus(train, repos))
-        sft = run_sft(policy, funcs, p.sft, demos=demos)
-        print(f"SFT {sft['steps']} steps, {sft['agent_examples']} agent examples of "
-              f"{report['demos']} demos, loss {sft['loss_last']:.3f}, "
-              f"{time.perf_counter() - t0:.0f}s", flush=True)  # fmt: skip
+        policy = _init_policy(a, p, ex, repos, funcs, train)
         current = Path(tmp) / "iter-0000"
         policy.save(current)
         row = {"iteration": 0, **_eval(policy, heldout, env, ex, repos, p, a, show=a.show)}
