@@ -38,7 +38,11 @@ from codeloop.data.generator import generate_tasks  # noqa: E402
 from codeloop.data.repos.expert import expert_calls  # noqa: E402
 from codeloop.data.repos.store import store_files  # noqa: E402
 from codeloop.data.repos.synth import generate_repo_tasks  # noqa: E402
-from codeloop.evaluate.agent_metrics import agent_set_metrics  # noqa: E402
+from codeloop.evaluate.agent_metrics import (  # noqa: E402
+    agent_set_metrics,
+    failure_steps,
+    render_episode,
+)
 from codeloop.policy.agent_format import repo_corpus  # noqa: E402
 from codeloop.policy.model import Policy, build_embedded  # noqa: E402
 from codeloop.policy.sft import run_sft  # noqa: E402
@@ -48,6 +52,7 @@ from codeloop.rollout.demos import expert_demos  # noqa: E402
 from codeloop.sandbox import make_executor  # noqa: E402
 from codeloop.train.trainer import train_grpo  # noqa: E402
 
+KNOB = ("min_modules", "max_modules", "max_depth", "max_distance")
 FIELDS = (
     "iteration", "train_reward_mean", "train_resolved_rate", "heldout_resolved", "heldout_resolved_se",
     "heldout_delta", "heldout_delta_se", "avg_steps", "tool_call_success_rate",
@@ -59,13 +64,21 @@ def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--iterations", type=int, default=3)
-    ap.add_argument("--train-repo-tasks", type=int, default=48)
-    ap.add_argument("--heldout", type=int, default=16)
+    ap.add_argument("--train-repo-tasks", type=int, default=144)
+    ap.add_argument("--heldout", type=int, default=60, help="held-out repo tasks (seed 1000)")
+    ap.add_argument("--show", type=int, default=2, help="SFT episodes printed (diagnosis)")
+    ap.add_argument(
+        "--knob",
+        default="",
+        help="training repos' difficulty: "
+        "min_modules,max_modules,max_depth,max_distance (default: params)",
+    )
     ap.add_argument("--pool", type=int, default=12, help="repo tasks rolled out per iteration")
     ap.add_argument("--functions", type=int, default=120, help="function tasks for SFT")
-    ap.add_argument("--sft-steps", type=int, default=300)
-    ap.add_argument("--agent-fraction", type=float, default=0.3)
-    ap.add_argument("--eval-samples", type=int, default=2)
+    ap.add_argument("--sft-steps", type=int, default=600)
+    ap.add_argument("--agent-fraction", type=float, default=0.5)
+    ap.add_argument("--eval-samples", type=int, default=1)
+    ap.add_argument("--init", default="", help="start from this checkpoint, skip SFT")
     ap.add_argument("--out", default="metrics/agent_curve.csv")
     return ap.parse_args()
 
@@ -78,7 +91,7 @@ def _se(values: list[float]) -> float:
     return (sum((v - mean) ** 2 for v in values) / (n - 1) / n) ** 0.5
 
 
-def _eval(policy, heldout, env, ex, repos, p, a, base=None) -> dict:
+def _eval(policy, heldout, env, ex, repos, p, a, base=None, show=0) -> dict:
     """Held-out resolved rate at evaluate.temperature; paired change per task vs base."""
     cfg = p.rollout.model_copy(update={
         "samples_per_task": a.eval_samples, "temperature": p.evaluate.temperature,
@@ -90,6 +103,9 @@ def _eval(policy, heldout, env, ex, repos, p, a, base=None) -> dict:
     verdicts = judge_many([(by_id[t.task_id], t.final_diff) for t in trajs], repos, ex)
     resolved = [v.resolved for v in verdicts]
     m = agent_set_metrics(trajs, resolved, a.eval_samples)
+    print(f"  held-out episodes by failure step: {failure_steps(trajs, resolved)}", flush=True)
+    for t in trajs[: show * a.eval_samples : a.eval_samples]:
+        print(by_id[t.task_id].prompt, "\n" + render_episode(t, 300), flush=True)
     rates: dict[str, list[bool]] = {}
     for t, r in zip(trajs, resolved, strict=True):
         rates.setdefault(t.task_id, []).append(r)
@@ -105,13 +121,39 @@ def _eval(policy, heldout, env, ex, repos, p, a, base=None) -> dict:
     }  # fmt: skip
 
 
+def _init_policy(a, p, ex, repos, funcs, train) -> Policy:
+    """The iteration-0 policy: --init's checkpoint (e.g. the nightly's models/init), else
+    SFT here on function tasks plus the expert's episodes on the training repo tasks."""
+    if a.init:
+        print(f"iteration 0 policy: {a.init} (no SFT here)", flush=True)
+        return Policy.load(a.init)
+    demo_env = AgentEnv(ex, p.agent.model_copy(update={"max_steps": 500}), repos)
+    t0 = time.perf_counter()
+    demos, report = expert_demos(train, demo_env, lambda t: expert_calls(t, repos))
+    print(f"expert demos: {report}, {time.perf_counter() - t0:.0f}s", flush=True)
+    policy = build_embedded(p, funcs + train, repo_corpus(train, repos))
+    sft = run_sft(policy, funcs, p.sft, demos=demos)
+    print(f"SFT {sft['steps']} steps, {sft['agent_examples']} agent examples of "
+          f"{report['demos']} demos, loss {sft['loss_last']:.3f}, "
+          f"{time.perf_counter() - t0:.0f}s", flush=True)  # fmt: skip
+    return policy
+
+
 def main() -> int:
     a = _args()
     p = load_params(a.params)
     p = p.model_copy(update={"sft": p.sft.model_copy(update={
         "steps": a.sft_steps, "agent_fraction": a.agent_fraction})})  # fmt: skip
-    train, trees = generate_repo_tasks(a.train_repo_tasks, seed=0)
-    heldout, htrees = generate_repo_tasks(a.heldout, seed=1000)
+    r = p.clean.repo_tasks
+    frozen = {k: getattr(r, k) for k in KNOB}
+    knob = dict(zip(KNOB, map(int, a.knob.split(",")), strict=True)) if a.knob else frozen
+    train, trees = generate_repo_tasks(
+        a.train_repo_tasks, seed=r.seed, tasks_per_repo=r.tasks_per_repo, **knob
+    )
+    # The held-out set keeps the nightly frozen set's knob (params), whatever training uses.
+    heldout, htrees = generate_repo_tasks(
+        a.heldout, seed=r.heldout_seed, tasks_per_repo=r.tasks_per_repo, **frozen
+    )
     funcs = generate_tasks(a.functions, seed=0, max_depth=2)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -121,17 +163,10 @@ def main() -> int:
         envs = agent_envs_root(train + heldout, f"{tmp}/none", f"{tmp}/envs")
         ex = make_executor(p.sandbox, workspaces=True, envs_root=envs)
         env = AgentEnv(ex, p.agent, repos)
-        demo_env = AgentEnv(ex, p.agent.model_copy(update={"max_steps": 500}), repos)
-        t0 = time.perf_counter()
-        demos, report = expert_demos(train, demo_env, lambda t: expert_calls(t, repos))
-        policy = build_embedded(p, funcs + train, repo_corpus(train, repos))
-        sft = run_sft(policy, funcs, p.sft, demos=demos)
-        print(f"SFT {sft['steps']} steps, {sft['agent_examples']} agent examples of "
-              f"{report['demos']} demos, loss {sft['loss_last']:.3f}, "
-              f"{time.perf_counter() - t0:.0f}s", flush=True)  # fmt: skip
+        policy = _init_policy(a, p, ex, repos, funcs, train)
         current = Path(tmp) / "iter-0000"
         policy.save(current)
-        row = {"iteration": 0, **_eval(policy, heldout, env, ex, repos, p, a)}
+        row = {"iteration": 0, **_eval(policy, heldout, env, ex, repos, p, a, show=a.show)}
         base = row["_rates"]
         rows.append(row)
         print(_fmt(row), flush=True)

@@ -51,9 +51,9 @@ class RepoTasksConfig(_Section):
         1000, description="Generator seed of the held-out repositories (never a training seed)."
     )
     min_modules: int = Field(2, ge=2, le=6, description="Fewest modules per repository.")
-    max_modules: int = Field(4, ge=2, le=6, description="Most modules per repository.")
-    max_depth: int = Field(3, ge=1, le=8, description="Longest call chain (functions).")
-    max_distance: int = Field(2, ge=0, le=7, description="Most calls between symptom and bug.")
+    max_modules: int = Field(2, ge=2, le=6, description="Most modules per repository.")
+    max_depth: int = Field(2, ge=1, le=8, description="Longest call chain (functions).")
+    max_distance: int = Field(1, ge=0, le=7, description="Most calls between symptom and bug.")
     tasks_per_repo: int = Field(3, ge=1, le=20, description="Bugs planted per repository.")
 
     @field_validator("heldout_seed")

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from codeloop.evaluate.agent_metrics import agent_set_metrics, render_episode, tool_mix
+from codeloop.evaluate.agent_metrics import (
+    agent_set_metrics,
+    failure_steps,
+    render_episode,
+    tool_mix,
+)
 from codeloop.schema import Action, Observation, Trajectory
 
 
@@ -86,3 +91,14 @@ def test_agent_metrics_rendered_episode_shows_every_step_in_order():
         < text.index("step 2: `submit`")
     )
     assert "error `no_match`" in text
+
+
+def test_failure_steps_name_the_first_failed_call_else_whether_anything_was_edited():
+    edited = _traj("c0", "C", ["read_file", "edit", "submit"])
+    edited.final_diff = "--- a/p.py\n+++ b/p.py\n"
+    untouched = _traj("c1", "C", ["run_tests", "submit"])
+    trajs = [*TRAJS, edited, untouched]
+    assert failure_steps(trajs, [*RESOLVED, False, False]) == {
+        "edit:no_match": 1, "no_edit": 1, "resolved": 1, "run_tests:timeout": 1,
+        "wrong_fix": 1, "x:parse_error": 1,
+    }  # fmt: skip

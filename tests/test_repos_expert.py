@@ -39,6 +39,17 @@ def test_it_searches_only_when_the_cause_is_in_another_module(stored):
         assert ("search" in tools) == t.metadata["cross_module"], t.task_id
 
 
+def test_every_edited_file_was_read_before_its_edit(stored):
+    tasks, _, repos = stored
+    for t in tasks:
+        read: set[str] = set()
+        for c in expert_calls(t, repos):
+            if c["tool"] == "read_file":
+                read.add(c["args"]["path"])
+            if c["tool"] == "edit":
+                assert c["args"]["path"] in read, t.task_id
+
+
 def _play_edits(root, calls):
     """Apply edit calls as the edit tool defines them: exact, unique match of old."""
     for c in calls:

@@ -112,3 +112,8 @@ def test_max_distance_zero_plants_bugs_only_in_tested_functions():
 
 def test_a_file_diff_of_equal_texts_is_empty():
     assert file_diff("a.py", "x\n", "x\n") == ""
+
+
+def test_the_statement_names_the_file_of_the_failing_function_as_a_path(generated):
+    for t in generated[0]:
+        assert f"is defined in {t.metadata['symptom_path']}." in t.prompt, t.prompt

@@ -97,3 +97,11 @@ def test_sft_agent_training_with_demos_lowers_the_loss(policy):
     stats = run_sft(policy, generate_tasks(8, seed=1), cfg, demos=[(TASK, STEPS)])
     assert stats["agent_demos"] == 1 and stats["agent_examples"] == 8
     assert stats["loss_last"] < stats["loss_first"]
+
+
+def test_sft_with_fewer_agent_slots_than_demos_draws_them_from_all_demos():
+    func = [([1, 2], 1)] * 90
+    agent = [([100 + i], [1]) for i in range(40)]
+    mixed = mix_examples(func, agent, 0.1, random.Random(0))
+    picked = [e[0][0] - 100 for e in mixed if isinstance(e[1], list)]
+    assert len(picked) == 10 == len(set(picked)) and max(picked) >= 10

@@ -98,6 +98,29 @@ def _summarize(trajs: list[Trajectory], resolved: list[bool], n: int) -> dict[st
     return out
 
 
+def failure_step(t: Trajectory, resolved: bool) -> str:
+    """Where an episode went wrong, the first cause that explains it: ``resolved``; the
+    first failed call as ``<tool>:<error kind>`` (a malformed call is ``?:parse_error``);
+    ``no_edit`` (it changed nothing); ``wrong_fix`` (edits applied, the judge says no);
+    ``infra`` (our side failed). The held-out diagnosis in bench/agent_curve.py."""
+    if t.infra_error:
+        return "infra"
+    if resolved:
+        return "resolved"
+    for a in t.actions:
+        if a.action_type == "tool" and a.observation.error_kind:
+            return f"{a.tool or '?'}:{a.observation.error_kind}"
+    return "wrong_fix" if t.final_diff.strip() else "no_edit"
+
+
+def failure_steps(trajs: list[Trajectory], resolved: list[bool]) -> dict[str, int]:
+    """Counts of ``failure_step`` over a set's episodes, most frequent first."""
+    counts: dict[str, int] = defaultdict(int)
+    for t, r in zip(trajs, resolved, strict=True):
+        counts[failure_step(t, r)] += 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def tool_mix(trajs: list[Trajectory]) -> dict[str, dict[str, int]]:
     """Per tool name: calls and failed calls (the UI's tool-call mix)."""
     mix: dict[str, dict[str, int]] = {}

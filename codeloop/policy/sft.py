@@ -96,7 +96,13 @@ def mix_examples(func: list, agent: list, fraction: float, rng: random.Random) -
     if not func:
         return list(agent)
     want = max(1, round(fraction * len(func) / (1 - fraction)))
-    picked = [agent[i % len(agent)] for i in range(want)]
+    # Fewer slots than demos: a seeded draw over all of them, not the first ones (demos come
+    # ordered by repository, so the first 24 of 60 were 8 repositories' episodes only).
+    picked = (
+        rng.sample(agent, want)
+        if want < len(agent)
+        else [agent[i % len(agent)] for i in range(want)]
+    )
     rng.shuffle(picked)
     return list(func) + picked
 

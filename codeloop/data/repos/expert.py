@@ -3,7 +3,10 @@
 It is an expert because it may read the task's reference patch to know the fix; it acts
 only through the agent's own tools (schema.TOOLS), in the order a careful person would:
 run the tests, read the module the failing test exercises, search for the function the
-fix lies in when that is another module, make the exact edit, re-run the tests, submit.
+fix lies in when that is another module and read that module too, make the exact edit,
+re-run the tests, submit. Every edit's ``old`` text is on screen when it is written: an
+expert that edits code it never read teaches a model to invent the text it replaces
+(SFT'd policies did exactly that on cross-module tasks).
 The agentloop stage plays these calls through the real environment to record real
 observations; nothing here fakes one.
 """
@@ -54,7 +57,7 @@ def _pattern(function: str, lines: list[str]) -> str:
     """What to search for: the function the fix lies in when the task knows it, else the
     first line the fix removes (SWE-bench rows name no function)."""
     if function:
-        return f"def {function}\\("
+        return f"def {function}"  # names are unique in a synthetic package; no regex escape
     removed = next((x[1:].strip() for x in lines if x.startswith("-") and not x.startswith("---")
                     and x[1:].strip()), "")  # fmt: skip
     return re.escape(removed[:60]) if removed else "def "
@@ -80,6 +83,7 @@ def expert_calls(task: Task, repos_dir: str | Path | None = None) -> list[dict]:
     for path, lines in files.items():
         if path != symptom:
             calls.append({"tool": "search", "args": {"pattern": _pattern(function, lines)}})
+            calls.append({"tool": "read_file", "args": {"path": path}})
         base = _buggy_text(task, repos_dir, path) if repos_dir is not None else None
         for hunk in hunks(lines):
             old, new = _edit_strings(hunk, base)

@@ -26,7 +26,7 @@ from codeloop.data.repos.mutate import Mutation, apply_mutation, find_mutations
 from codeloop.data.repos.store import files_hash
 from codeloop.schema import Task
 
-GENERATOR_VERSION = "synth-repo-v1"
+GENERATOR_VERSION = "synth-repo-v2"  # v2: the statement names the file; one-word packages
 LICENSE = "Apache-2.0"
 HIDDEN_FILE = "tests/test_hidden.py"
 
@@ -204,7 +204,10 @@ def _tests(repo: Repo, rng: random.Random, ns: dict) -> None:
 def generate_repo(repo_seed: str, n_modules: int, max_depth: int) -> Repo:
     """One pristine repository from a seed string (deterministic)."""
     rng = random.Random(repo_seed)
-    package = f"{rng.choice(PACKAGES)}_{rng.randint(10, 99)}"
+    # One word, no numeric suffix: the SFT policy never copied `orbit_21` from the statement
+    # into a path (it wrote a training repo's `tiles_22`); a one-token name is a shorter copy.
+    # The suffix is still drawn so the rest of the repository is v1's.
+    package, _ = rng.choice(PACKAGES), rng.randint(10, 99)
     modules = sorted(rng.sample(MODULES, n_modules), key=MODULES.index)
     fns, chains = _build_chains(rng, n_modules, max_depth)
     repo = Repo(package, modules, fns, chains)
@@ -269,9 +272,12 @@ def problem_statement(repo: Repo, p: Planted) -> str:
         head, result = f"`{name}` in `{repo.package}.{mod}` raises an error.", got[1]
     else:
         head, result = f"`{name}` in `{repo.package}.{mod}` returns a wrong result.", repr(got)
+    # The file of the public function (the symptom, not the cause) in the very spelling a
+    # read_file call takes: the embedded model, asked to turn `pkg.mod` into `pkg/mod.py`,
+    # wrote a training repo's package name instead in 27 of 60 held-out episodes.
     return (
         f"{head}\n\n>>> from {repo.package}.{mod} import {name}\n>>> {call_txt}\n{result}\n\n"
-        f"Expected {expected!r}."
+        f"Expected {expected!r}. `{name}` is defined in {repo.module_path(p.chain[-1].module)}."
     )
 
 
