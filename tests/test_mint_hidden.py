@@ -100,19 +100,23 @@ def test_the_judge_restores_the_hidden_tests_and_runs_them(minted):
         assert set(ran.values()) == ({"passed"} if p else {"failed"}), (t.task_id, ran)
 
 
-def test_clean_reverifies_tasks_with_hidden_tests_and_keeps_them(minted):
+def _clean_minted(src, out):
+    """The clean stage on one minted directory (a fresh output dir), its report."""
     from codeloop.config import parse_params
     from codeloop.data.curate import curate
 
-    tmp, res, _ = minted
     params = parse_params({
-        "clean": {"sources": [{"kind": "repo", "path": str(tmp / "out")}], "frozen": [],
+        "clean": {"sources": [{"kind": "repo", "path": str(src)}], "frozen": [],
                   "verify_runs": 0, "repo_verify_runs": 1, "repo_tasks": {"enabled": False}},
         "sandbox": {"backend": "local", "timeout_s": 30},
     })  # fmt: skip
-    out = tmp / "clean"
     shutil.rmtree(out, ignore_errors=True)
-    report = curate(params, out)
+    return curate(params, out)
+
+
+def test_clean_reverifies_tasks_with_hidden_tests_and_keeps_them(minted):
+    tmp, res, _ = minted
+    report = _clean_minted(tmp / "out", tmp / "clean")
     assert report["kept_repo"] == len(res.tasks) and report["dropped"] == 0, report["dropped_tasks"]
 
 
@@ -136,8 +140,6 @@ def test_never_every_failing_function_is_hidden(tmp_path):
 def test_a_minted_row_that_fails_clean_reverification_is_quarantined_with_the_reason(minted):
     import json
 
-    from codeloop.config import parse_params
-    from codeloop.data.curate import curate
     from codeloop.io import read_tasks, write_tasks
 
     tmp, res, _ = minted
@@ -149,14 +151,8 @@ def test_a_minted_row_that_fails_clean_reverification_is_quarantined_with_the_re
     moved = t.pass_to_pass.pop(0)  # passes on the base: the empty patch would "resolve" it
     t.fail_to_pass.append(moved)
     write_tasks(bad / "tasks.parquet", tasks)
-    params = parse_params({
-        "clean": {"sources": [{"kind": "repo", "path": str(bad)}], "frozen": [],
-                  "verify_runs": 0, "repo_verify_runs": 1, "repo_tasks": {"enabled": False}},
-        "sandbox": {"backend": "local", "timeout_s": 30},
-    })  # fmt: skip
     out = tmp / "clean-tampered"
-    shutil.rmtree(out, ignore_errors=True)
-    report = curate(params, out)
+    report = _clean_minted(bad, out)
     rows = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
     assert [(q["task_id"], q["source"], q["file"]) for q in rows] == [
         (t.task_id, "repo", "tasks.parquet")
