@@ -117,3 +117,11 @@ def test_a_file_diff_of_equal_texts_is_empty():
 def test_the_statement_names_the_file_of_the_failing_function_as_a_path(generated):
     for t in generated[0]:
         assert f"is defined in {t.metadata['symptom_path']}." in t.prompt, t.prompt
+
+
+def test_no_package_name_is_shadowed_by_a_standard_library_module():
+    import sys
+
+    from codeloop.data.repos.synth import PACKAGES
+
+    assert not set(PACKAGES) & set(sys.stdlib_module_names)
