@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -121,3 +122,20 @@ def set_toy(repo: Path, **kw) -> None:
     p["toy"].update(kw)
     (repo / "toy.yaml").write_text(yaml.safe_dump(p))
     git(repo, "commit", "-qam", f"toy {kw}")
+
+
+@contextmanager
+def stage_env():
+    """PATH with this venv's bin (dvc, python) and PYTHONPATH at the repo (the score stage
+    imports codeloop) for the block; both restored after."""
+    old_path, old_pp = os.environ["PATH"], os.environ.get("PYTHONPATH")
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{old_path}"
+    os.environ["PYTHONPATH"] = str(REPO_ROOT)
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = old_path
+        if old_pp is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old_pp

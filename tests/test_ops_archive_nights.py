@@ -21,7 +21,7 @@ import yaml
 from codeloop.data.archive import query, read_table
 from codeloop.io import read_json
 from codeloop.paths import Paths
-from tests._toy_pipeline import REPO_ROOT, git, make_toy_repo
+from tests._toy_pipeline import git, make_toy_repo, stage_env
 
 pytestmark = pytest.mark.slow
 
@@ -79,10 +79,7 @@ def three_nights(tmp_path_factory, prefect_harness) -> dict:
     root = tmp_path_factory.mktemp("archive-nights")
     repo = make_toy_repo(root)
     _add_score_stage(repo)
-    old_path, old_pp = os.environ["PATH"], os.environ.get("PYTHONPATH")
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{old_path}"
-    os.environ["PYTHONPATH"] = str(REPO_ROOT)  # the score stage imports codeloop
-    try:
+    with stage_env():
         outs = [nightly(repo=str(repo), pull=False) for _ in range(NIGHTS)]
         metrics = read_json(Paths(repo).archive_metrics)
         table = read_table(Paths(repo).archive_dir)
@@ -91,12 +88,6 @@ def three_nights(tmp_path_factory, prefect_harness) -> dict:
         checkout = _dvc(repo, "checkout", "--force")
         first_archive = read_table(Paths(repo).archive_dir)
         repro = _dvc(repo, "repro")
-    finally:
-        os.environ["PATH"] = old_path
-        if old_pp is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old_pp
     return {
         "repo": repo,
         "outs": outs,

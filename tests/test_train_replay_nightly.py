@@ -8,8 +8,6 @@ depend on the manifest as dvc.yaml's real train stage does. Each test checks one
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,7 @@ import yaml
 
 from codeloop.data.archive import MANIFEST, snapshot
 from codeloop.io import write_json
-from tests._toy_pipeline import REPO_ROOT, git, make_toy_repo
+from tests._toy_pipeline import git, make_toy_repo, stage_env
 from tests.test_ops_archive_nights import _add_score_stage, _dvc
 
 pytestmark = pytest.mark.slow
@@ -39,21 +37,12 @@ def nights(tmp_path_factory, prefect_harness) -> dict:
     repo = make_toy_repo(tmp_path_factory.mktemp("replay-nights"))
     _add_score_stage(repo)
     _train_reads_the_manifest(repo)
-    old_path, old_pp = os.environ["PATH"], os.environ.get("PYTHONPATH")
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{old_path}"
-    os.environ["PYTHONPATH"] = str(REPO_ROOT)  # the score stage imports codeloop
-    try:
+    with stage_env():
         outs = [nightly(repo=str(repo), pull=False) for _ in range(3)]
         status_head = _dvc(repo, "status", "train", "--json")
         git(repo, "checkout", "-q", "iter-0002")
         _dvc(repo, "checkout", "--force")
         status_2 = _dvc(repo, "status", "train", "--json")
-    finally:
-        os.environ["PATH"] = old_path
-        if old_pp is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old_pp
     manifests = {
         tag: json.loads(git(repo, "show", f"{tag}:{MANIFEST}"))
         for tag in ("iter-0001", "iter-0002", "iter-0003")
