@@ -51,7 +51,7 @@ def test_a_test_for_the_evaluator_is_only_in_the_frame_the_zygote_never_reads():
     job = ExecJob(code="def f(x): return x", tests=["assert all(f(i) != 987654321 for i in [1])"])
     request = build_request(job, plan_job(job), 1.0, 64, 1024)
     size = struct.unpack(">I", wire(request)[:4])[0]
-    assert "987654321" not in wire(request)[4 : 4 + size].decode()
+    assert b"987654321" not in wire(request)[4 : 4 + size]
     assert "987654321" in json.dumps(request["evaluator"])
 
 
@@ -241,3 +241,18 @@ def test_setup_code_beyond_imports_sends_every_test_to_the_evaluator():
         code="def f(x): return x", tests=["assert f(1) == 1"], setup_code="import math\nk = 1"
     )
     assert plan_job(job)[0].kind == "eval"
+
+
+def test_the_harness_writes_its_messages_as_json_dumps_does():
+    from codeloop.sandbox.harness import _dumps, _encode
+
+    value = _encode({"a": [1.5, float("nan"), -float("inf")], "é\ud800": (None, True, 2**70)})
+    messages = [{"i": 0, "values": [value]}, {"load": "ok"}, {"error": ["E", 'ü\n"x"']}, [1, "s"]]
+    assert [_dumps(m) for m in messages] == [json.dumps(m) for m in messages]
+
+
+def test_the_harness_refuses_what_json_cannot_hold_as_json_dumps_does():
+    from codeloop.sandbox.harness import _dumps
+
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        _dumps({"v": object()})

@@ -16,6 +16,7 @@ neither ptrace it nor open its /proc entries.
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import select
 import socket
@@ -137,7 +138,7 @@ class DockerZygote:
         while len(self.buf) < 4 + size:
             self._fill(deadline)
         body, self.buf = self.buf[4 : 4 + size], self.buf[4 + size :]
-        return json.loads(body)
+        return marshal.loads(body)
 
     def host_pid(self) -> int:
         """Host PID of the container's zygote (its PID 1)."""

@@ -25,10 +25,36 @@ import sys
 # Bound once when the zygote loads the harness: a program that rebinds builtins.exec,
 # isinstance, json.dumps... does not change what the harness calls.
 _exec, _eval, _compile, _type, _str, _len = exec, eval, compile, type, str, len
-_dumps, _loads, _write, _Module = json.dumps, json.loads, os.write, _type(os)
+_loads, _write, _Module = json.loads, os.write, _type(os)
 _open, _callable, _getattr, _setattr = open, callable, getattr, setattr
 _MAX_DEPTH = 64
 _MAX_ITEMS = 200_000
+
+
+def _fast_dumps():
+    """``json.dumps`` with its defaults, through a C encoder built once. json.dumps builds a
+    JSONEncoder and a C encoder per call, and their first use in each forked child writes
+    ~40 more pages of the zygote's memory (copy-on-write faults: ~0.1 ms a job). Same text,
+    same TypeError for a value JSON cannot hold; no cycle check, as every message is a fresh
+    tree (``_encode``'s output, strings, numbers)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return json.dumps
+
+    def default(o):
+        raise TypeError(f"Object of type {o.__class__.__name__} is not JSON serializable")
+
+    encoder = make(None, default, json.encoder.encode_basestring_ascii, None, ": ", ", ",
+                   False, False, True)  # fmt: skip
+    join = "".join
+
+    def dumps(obj):
+        return join(encoder(obj, 0))
+
+    return dumps
+
+
+_dumps = _fast_dumps()
 
 
 class _Unsupported(Exception):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import json
+import marshal
 import signal
 import struct
 from functools import lru_cache
@@ -101,7 +102,8 @@ def build_request(
 
 
 def _frame(obj: dict) -> bytes:
-    data = json.dumps(obj).encode("utf-8", "surrogatepass")
+    """A zygote frame: 4-byte length + marshal (see zygote.recv for why not JSON)."""
+    data = marshal.dumps(obj, 4)
     return struct.pack(">I", len(data)) + data
 
 

@@ -18,6 +18,7 @@ a uid is never shared by two running jobs.
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import queue
 import select
@@ -126,7 +127,7 @@ class Zygote:
     def _recv(self, timeout: float) -> dict:
         deadline = time.monotonic() + timeout
         size = struct.unpack(">I", self._read_exact(4, deadline))[0]
-        return json.loads(self._read_exact(size, deadline))
+        return marshal.loads(self._read_exact(size, deadline))
 
     def _tail(self) -> str:
         try:
@@ -351,14 +352,15 @@ class PoolExecutor:
         finally:
             self._slots.put(slot)
 
-    def run(self, job: ExecJob) -> ExecResult:
+    def run(self, job: ExecJob, plans: list | None = None) -> ExecResult:
         """Judge one job (thread-safe). Our own fault: a fresh zygote re-runs the job once,
-        then SandboxError; a fault is never turned into a model-code status."""
+        then SandboxError; a fault is never turned into a model-code status. ``plans``:
+        ``judge.plan_job(job)`` if the caller already made them (planned elsewhere)."""
         if self._closed:
             raise SandboxError("executor is closed")
         if not job.code.strip():
             return no_code_result(job)
-        plans = plan_job(job)
+        plans = plan_job(job) if plans is None else plans
         timeout = job.timeout_s or self.cfg.timeout_s
         request = build_request(job, plans, timeout, self.cfg.memory_mb, self.cfg.max_output_bytes)
         try:
