@@ -57,9 +57,14 @@ def test_the_subprocess_backend_runs_when_the_requirement_is_narrowed_knowingly(
 
 
 def test_the_local_backend_refuses_to_start_where_unshare_is_refused(monkeypatch):
-    monkeypatch.setattr(local_backend, "namespace_prefix", lambda: ())
-    with pytest.raises(SandboxError, match="sandbox.backend: docker"):
-        make_executor(SandboxConfig(workers=1))
+    # a real refusal: this `unshare` rejects the command line, for the zygote and the probe
+    monkeypatch.setattr(local_backend, "_NS_FLAGS", [*local_backend._NS_FLAGS, "--no-such-ns"])
+    local_backend.namespace_prefix.cache_clear()
+    try:
+        with pytest.raises(SandboxError, match="refused `unshare`.*sandbox.backend: docker"):
+            make_executor(SandboxConfig(workers=1))
+    finally:
+        local_backend.namespace_prefix.cache_clear()
 
 
 def test_a_zygote_that_sees_the_host_root_is_refused_naming_private_root():

@@ -83,22 +83,22 @@ _NS_FLAGS = [
 ]
 
 
+def _unshare_command() -> list[str]:
+    """The ``unshare`` command line a zygote starts under (as root, or mapping our user)."""
+    unshare = shutil.which("unshare") or "/usr/bin/unshare"
+    return [unshare, *([] if os.geteuid() == 0 else ["--map-root-user"]), *_NS_FLAGS]
+
+
 @lru_cache(maxsize=1)
 def namespace_prefix() -> tuple[str, ...]:
-    """The ``unshare`` command line this kernel accepts, or () where none works."""
-    unshare = shutil.which("unshare") or "/usr/bin/unshare"
-    candidates = [[unshare, *_NS_FLAGS]]
-    if os.geteuid() != 0:
-        candidates = [[unshare, "--map-root-user", *_NS_FLAGS]]
-    for cmd in candidates:
-        try:
-            probe = subprocess.run([*cmd, child_python(), "-I", "-S", "-c", "pass"],
-                                   capture_output=True, timeout=20)  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if probe.returncode == 0:
-            return tuple(cmd)
-    return ()
+    """The ``unshare`` command line this kernel accepts, or () where it refuses it."""
+    cmd = _unshare_command()
+    try:
+        probe = subprocess.run([*cmd, child_python(), "-I", "-S", "-c", "pass"],
+                               capture_output=True, timeout=20)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return tuple(cmd) if probe.returncode == 0 else ()
 
 
 def _unshare_problem() -> str:
@@ -127,13 +127,12 @@ class LocalExecutor(PoolExecutor):
         ws_parent: str | None = None,
         warm: bool = False,
     ) -> None:
-        problem = _unshare_problem()
-        if problem:
-            raise SandboxError(f"{problem}; use sandbox.backend: docker")
         for path in cfg.ro_binds:
             if not os.path.exists(path):
                 raise SandboxError(f"sandbox.ro_binds: {path} does not exist")
-        prefix = list(namespace_prefix())
+        # no probe first (a whole `unshare python3` run, ~30 ms before any zygote started):
+        # a zygote that cannot start under it is the probe; only then is `unshare` asked why
+        prefix = _unshare_command()
         # workspaces: agent commands (cmdjobs); the zygote hands each to the slot's uid
         self.workspaces = (
             WorkspaceRoot(envs_root, parent=ws_parent, bind_per_job=True) if workspaces else None
@@ -146,4 +145,10 @@ class LocalExecutor(PoolExecutor):
             return Zygote(prefix, opts)
 
         super().__init__(cfg, spawn, backend="local")
-        self.start(all_slots=warm)
+        try:
+            self.start(all_slots=warm)
+        except SandboxError as exc:
+            problem = _unshare_problem()
+            if problem:
+                raise SandboxError(f"{problem}; use sandbox.backend: docker") from exc
+            raise
