@@ -23,6 +23,8 @@ SAMPLES in SWE-bench's prediction format (``instance_id``, ``model_patch``,
 
 from __future__ import annotations
 
+import atexit
+import gc
 import json
 import os
 import sys
@@ -272,6 +274,21 @@ def _stop(pool: ThreadPoolExecutor, starting: Future) -> None:
 
 
 def run(args) -> int:
+    """``codeloop exec``. The collector is off while it loads and judges: the tasks, plans
+    and results it allocates all live to the end, so its passes over them (~60 ms of the
+    parent's CPU on 1,138 samples) free nothing; and at exit, everything still alive is
+    frozen out of the interpreter's last collections (another ~40 ms of a command's wall)."""
+    atexit.register(gc.freeze)  # (registered once per call: freezing twice is harmless)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _run(args)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _run(args) -> int:
     try:
         cfg = _config(args)
     except (ConfigError, ValueError) as exc:
