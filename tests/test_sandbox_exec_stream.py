@@ -3,13 +3,16 @@ of the whole file, and every slot's zygote starts before the first job."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
 
 from codeloop.cli import main
 from codeloop.config import SandboxConfig
-from codeloop.sandbox import make_executor
+from codeloop.sandbox import ExecJob, make_executor
+from codeloop.sandbox.local import Prestart
+from codeloop.sandbox.uids import UID_LOCKS
 
 
 def _task(task_id: str, expected: int) -> dict:
@@ -61,3 +64,60 @@ def test_a_sandbox_weaker_than_required_is_refused_even_when_no_sample_is_judged
                "--backend", "subprocess", "--no-progress", "--params", os.devnull])  # fmt: skip
     assert rc == 3 and not out.exists()
     assert "private_root" in capsys.readouterr().err
+
+
+def _lease_free(uid: int) -> bool:
+    """Whether no open file holds the lease of sandbox uid ``uid`` (pool.lease_uid's lock)."""
+    fd = os.open(UID_LOCKS / str(uid), os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _our_children() -> set[int]:
+    pid = os.getpid()
+    return {int(c) for tid in os.listdir(f"/proc/{pid}/task")
+            for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()}  # fmt: skip
+
+
+def test_an_executor_judges_with_the_zygotes_prestarted_before_its_config():
+    early = Prestart(2)
+    started = [early._zygotes[slot].result() for slot in (0, 1)]
+    cfg = SandboxConfig(backend="local", workers=2, timeout_s=2.0)
+    ex = make_executor(cfg, warm=True, prestart=early)
+    try:
+        assert [ex._zygotes[slot] for slot in (0, 1)] == started and ex.uids == early.uids
+        job = ExecJob(code="def f(x):\n    return x\n", tests=["assert f(3) == 3"])
+        assert [r.passed for r in ex.run_many([job] * 4)] == [True] * 4
+    finally:
+        ex.close()
+
+
+def test_prestarted_zygotes_that_do_not_fit_the_config_are_ended_and_their_uids_freed():
+    early = Prestart(2)
+    started = [early._zygotes[slot].result() for slot in (0, 1)]
+    ex = make_executor(SandboxConfig(backend="local", workers=1), prestart=early)
+    try:
+        assert all(z.proc.poll() is not None for z in started)
+        assert ex._zygotes[0] not in started
+        if os.geteuid() == 0:  # (the executor may lease one of them again for itself)
+            assert all(_lease_free(uid) for uid in set(early.uids) - set(ex.uids))
+    finally:
+        ex.close()
+
+
+def test_exec_ends_its_prestarted_zygotes_when_the_params_file_is_unusable(tmp_path, capsys):
+    params = tmp_path / "params.yaml"
+    params.write_text("sandbox:\n  no_such_key: 1\n")
+    t, s = tmp_path / "tasks.jsonl", tmp_path / "samples.jsonl"
+    t.write_text(json.dumps(_task("T/1", 1)) + "\n")
+    s.write_text(json.dumps({"task_id": "T/1", "completion": "def f(x):\n    return 1\n"}))
+    before = _our_children()
+    rc = main(["exec", "--tasks", str(t), "--samples", str(s), "--out", str(tmp_path / "o"),
+               "--params", str(params), "--no-progress"])  # fmt: skip
+    assert rc == 2 and "sandbox.no_such_key" in capsys.readouterr().err
+    assert _our_children() == before

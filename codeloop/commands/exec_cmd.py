@@ -31,11 +31,14 @@ import sys
 from collections import Counter, defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from codeloop.config import ConfigError, SandboxConfig, load_params
 from codeloop.sandbox import ExecJob, ExecResult, SandboxError, make_executor, require_met
 from codeloop.sandbox.judge import plan_job
 from codeloop.sandbox.pool import PoolExecutor
+
+if TYPE_CHECKING:
+    from codeloop.config import SandboxConfig
 
 HELP = "Judge samples against tasks in the sandbox (MBPP / HumanEval / canonical tasks)."
 
@@ -167,6 +170,8 @@ def rejection_summary(path: str, rejected: dict[str, dict], samples_hit: int) ->
 
 
 def _config(args) -> SandboxConfig:
+    from codeloop.config import SandboxConfig, load_params
+
     cfg = load_params(args.params).sandbox if Path(args.params).is_file() else SandboxConfig()
     updates = {}
     if args.backend:
@@ -178,9 +183,23 @@ def _config(args) -> SandboxConfig:
     return SandboxConfig(**{**cfg.model_dump(), **updates})
 
 
-def start_executor(cfg: SandboxConfig):
+def _prestart(args):
+    """Local zygotes started before the config is read (codeloop.sandbox.local.Prestart):
+    they boot on the idle core while this one imports pydantic. None where the command line
+    picks another backend; params naming another backend or other workers end them."""
+    if args.backend not in (None, "local"):
+        return None
+    from codeloop.sandbox.local import Prestart
+
+    try:
+        return Prestart(args.workers or os.cpu_count() or 1)
+    except SandboxError:  # (no uid free to lease: the executor will say so itself)
+        return None
+
+
+def start_executor(cfg: SandboxConfig, prestart=None):
     """The executor with every slot's zygote started side by side (run while tasks load)."""
-    executor = make_executor(cfg, warm=True)
+    executor = make_executor(cfg, warm=True, prestart=prestart)
     try:
         require_met(executor, cfg)  # a sandbox weaker than sandbox.require judges nothing
     except BaseException:
@@ -289,19 +308,33 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
+    from codeloop.commands import exec_repo
+
+    repo = exec_repo.is_prediction_file(args.samples)  # SWE-bench predictions: repo tasks
+    early = None if repo else _prestart(args)
+    try:
+        return _run_with(args, repo, early)
+    finally:
+        if early is not None:  # (ends what no executor adopted)
+            early.close()
+
+
+def _run_with(args, repo: bool, early) -> int:
+    from codeloop.config import ConfigError
+
     try:
         cfg = _config(args)
     except (ConfigError, ValueError) as exc:
         print(f"codeloop exec: {exc}", file=sys.stderr)
         return 2
-    from codeloop.commands import exec_repo
+    if repo:
+        from codeloop.commands import exec_repo
 
-    if exec_repo.is_prediction_file(args.samples):  # SWE-bench predictions: repository tasks
         return exec_repo.run(args, cfg)
     # DEPTH jobs per slot in flight, so a zygote never waits for us between jobs
     threads = (cfg.workers or os.cpu_count() or 1) * PoolExecutor.DEPTH
     with ThreadPoolExecutor(max_workers=1) as background, ThreadPoolExecutor(threads) as pool:
-        starting = background.submit(start_executor, cfg)  # zygotes start while we load
+        starting = background.submit(start_executor, cfg, early)  # started while we load
 
         def submit(job: ExecJob) -> Future:
             # planned here, not in the judging threads: four threads planning under one GIL

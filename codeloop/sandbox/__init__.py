@@ -9,7 +9,8 @@ child's reach.
 
 from __future__ import annotations
 
-from codeloop.config import SandboxConfig
+from typing import TYPE_CHECKING
+
 from codeloop.sandbox.base import (
     STATUSES,
     CmdJob,
@@ -20,6 +21,10 @@ from codeloop.sandbox.base import (
     SandboxError,
     TestResult,
 )
+
+if TYPE_CHECKING:  # imported where needed: `codeloop exec` starts zygotes before pydantic
+    from codeloop.config import SandboxConfig
+    from codeloop.sandbox.local import Prestart
 
 __all__ = [
     "STATUSES",
@@ -41,13 +46,22 @@ def make_executor(
     envs_root: str | None = None,
     ws_parent: str | None = None,
     warm: bool = False,
+    prestart: Prestart | None = None,
 ) -> Executor:
     """Build the executor ``cfg.backend`` names; call ``close()`` when done.
     ``workspaces``: it can also run commands in agent workspaces (``run_commands``; local
     and docker only), with ``envs_root`` (test environment dirs) visible read-only;
     ``ws_parent``: the host dir the workspaces go in (default: /dev/shm, else the temp dir);
-    ``warm``: start every slot's zygote now, side by side (local and docker), not on first use."""
-    cfg = cfg or SandboxConfig()
+    ``warm``: start every slot's zygote now, side by side (local and docker), not on first use;
+    ``prestart``: zygotes a ``local.Prestart`` started early, adopted by a local executor
+    they fit (any other backend or config ends them)."""
+    if cfg is None:
+        from codeloop.config import SandboxConfig
+
+        cfg = SandboxConfig()
+    if prestart is not None and (cfg.backend != "local" or workspaces):
+        prestart.close()
+        prestart = None
     if cfg.backend == "subprocess":
         if workspaces:
             raise SandboxError("the subprocess backend has no workspaces: use local or docker")
@@ -60,7 +74,7 @@ def make_executor(
         return DockerExecutor(cfg, workspaces, envs_root, ws_parent, warm=warm)
     from codeloop.sandbox.local import LocalExecutor
 
-    return LocalExecutor(cfg, workspaces, envs_root, ws_parent, warm=warm)
+    return LocalExecutor(cfg, workspaces, envs_root, ws_parent, warm=warm, prestart=prestart)
 
 
 def require_met(executor: Executor, cfg: SandboxConfig) -> None:

@@ -62,12 +62,16 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from codeloop.config import SandboxConfig
 from codeloop.sandbox.base import SandboxError
 from codeloop.sandbox.cmdjobs import WorkspaceRoot
-from codeloop.sandbox.pool import PoolExecutor, Zygote, child_python, zygote_opts
+from codeloop.sandbox.pool import PoolExecutor, Zygote, child_python, lease_uid, zygote_opts
+
+if TYPE_CHECKING:  # (see pool.py: not imported before a Prestart)
+    from codeloop.config import SandboxConfig
 
 WORK_ROOT = "/tmp/codeloop-work"  # inside the private root's own /tmp
 
@@ -115,6 +119,62 @@ def _unshare_problem() -> str:
     )
 
 
+def _opts(uid: int | None, ro_binds: list[str], seal_extra: dict) -> dict:
+    """A local zygote's options (every slot's, also a prestarted one's)."""
+    return zygote_opts(uid, WORK_ROOT, root=True, ro_binds=ro_binds, seal_extra=seal_extra,
+                       private_scratch=True)  # fmt: skip
+
+
+class Prestart:
+    """The zygotes of a local executor without ro_binds or workspaces, started before its
+    config is known: ``codeloop exec`` starts them before it imports the config's models
+    (pydantic: ~0.1 s on one core, while the other one idles). They are the same zygotes,
+    leased uids and seal checks included: ``LocalExecutor(cfg, prestart=...)`` adopts them
+    when its own would be identical and checks each against ``cfg.require`` as it does its
+    own; otherwise, or if never adopted, ``close`` ends them and frees their uids."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers, self.uids, self._locks = workers, [None] * workers, []
+        if os.geteuid() == 0:  # as PoolExecutor leases them
+            for slot in range(workers):
+                self.uids[slot], fd = lease_uid()
+                self._locks.append(fd)
+        self._threads = ThreadPoolExecutor(workers, thread_name_prefix="prestart")
+        prefix = _unshare_command()
+        self._zygotes: dict[int, Future] = {
+            slot: self._threads.submit(Zygote, prefix, _opts(self.uids[slot], [], {}))
+            for slot in range(workers)
+        }
+
+    def fits(self, cfg: SandboxConfig, workspaces: bool) -> bool:
+        """Whether ``cfg``'s local executor would start exactly these zygotes."""
+        workers = cfg.workers or os.cpu_count() or 1
+        return not workspaces and not cfg.ro_binds and workers == self.workers
+
+    def adopt(self) -> tuple[list[int | None], list[int]]:
+        """The uids and their lock fds, handed to the adopting executor (no longer ours)."""
+        leased, self._locks = (list(self.uids), self._locks), []
+        return leased
+
+    def take(self, slot: int) -> Zygote | None:
+        """The slot's zygote (once; SandboxError if it failed to start), else None."""
+        started = self._zygotes.pop(slot, None)
+        return None if started is None else started.result()
+
+    def close(self) -> None:
+        """End every zygote not taken and free the uids not handed over."""
+        for started in self._zygotes.values():
+            try:
+                started.result().close()
+            except Exception:  # noqa: BLE001 - one that failed to start has nothing to end
+                pass
+        self._zygotes = {}
+        self._threads.shutdown(wait=True)
+        for fd in self._locks:
+            os.close(fd)
+        self._locks = []
+
+
 class LocalExecutor(PoolExecutor):
     """``backend: local``: warm zygotes, each sealed in its own namespaces and private root;
     fork per job. Refuses to start (SandboxError) where it cannot seal."""
@@ -126,7 +186,11 @@ class LocalExecutor(PoolExecutor):
         envs_root: str | None = None,
         ws_parent: str | None = None,
         warm: bool = False,
+        prestart: Prestart | None = None,
     ) -> None:
+        if prestart is not None and not prestart.fits(cfg, workspaces):
+            prestart.close()
+            prestart = None
         for path in cfg.ro_binds:
             if not os.path.exists(path):
                 raise SandboxError(f"sandbox.ro_binds: {path} does not exist")
@@ -140,11 +204,14 @@ class LocalExecutor(PoolExecutor):
         seal_extra = self.workspaces.seal_opts() if self.workspaces else {}
 
         def spawn(slot: int) -> Zygote:
-            opts = zygote_opts(self.uids[slot], WORK_ROOT, root=True, ro_binds=cfg.ro_binds,
-                               seal_extra=seal_extra, private_scratch=True)  # fmt: skip
-            return Zygote(prefix, opts)
+            early = prestart.take(slot) if prestart is not None else None
+            if early is not None:
+                return early
+            return Zygote(prefix, _opts(self.uids[slot], cfg.ro_binds, seal_extra))
 
-        super().__init__(cfg, spawn, backend="local")
+        self._prestart = prestart
+        leased = prestart.adopt() if prestart is not None else None
+        super().__init__(cfg, spawn, backend="local", leased=leased)
         try:
             self.start(all_slots=warm)
         except SandboxError as exc:
@@ -152,3 +219,8 @@ class LocalExecutor(PoolExecutor):
             if problem:
                 raise SandboxError(f"{problem}; use sandbox.backend: docker") from exc
             raise
+
+    def close(self) -> None:
+        super().close()
+        if self._prestart is not None:  # a prestarted zygote of a slot never used
+            self._prestart.close()

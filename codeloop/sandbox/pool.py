@@ -31,9 +31,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from codeloop.config import SandboxConfig
 from codeloop.sandbox.base import CmdJob, CmdResult, ExecJob, ExecResult, SandboxError
 from codeloop.sandbox.cmdjobs import run_commands
 from codeloop.sandbox.isolation import Isolation, host_namespaces, host_paths_to_hide, refusal
@@ -46,6 +45,9 @@ from codeloop.sandbox.judge import (
     wire,
 )
 from codeloop.sandbox.uids import UID_BASE, UID_LOCKS, UID_SPAN, lease_uid  # noqa: F401
+
+if TYPE_CHECKING:  # (not imported for real: `codeloop exec` starts zygotes before pydantic)
+    from codeloop.config import SandboxConfig
 
 HERE = Path(__file__).resolve().parent
 # one program each (stdlib only): budget.py, seccomp.py, seal.py and evaluator_fork.py define
@@ -233,6 +235,7 @@ class PoolExecutor:
     Every zygote's start-up probe becomes an ``Isolation``; ``self.isolation`` is the first
     one's, and with ``enforce`` a zygote lacking anything in ``cfg.require`` is refused
     (SandboxError naming what is missing), so a sandbox never runs weaker than required.
+    ``leased``: (uids, their lock fds) leased already, one per slot; the executor owns them.
     """
 
     DEPTH = 2
@@ -245,6 +248,7 @@ class PoolExecutor:
         drop_uid: bool = True,
         backend: str = "local",
         enforce: bool = True,
+        leased: tuple[list[int | None], list[int]] | None = None,
     ) -> None:
         self.cfg, self.backend = cfg, backend
         self.required = tuple(cfg.require) if enforce else ()
@@ -257,7 +261,9 @@ class PoolExecutor:
         self._closed = False
         self._uid_locks: list[int] = []
         self.uids: list[int | None] = [None] * self.workers
-        if drop_uid and os.geteuid() == 0:
+        if leased is not None:
+            self.uids, self._uid_locks = list(leased[0]), list(leased[1])
+        elif drop_uid and os.geteuid() == 0:
             for slot in range(self.workers):
                 self.uids[slot], fd = lease_uid()
                 self._uid_locks.append(fd)
