@@ -59,6 +59,8 @@ CONFIGS: dict[str, dict] = {
     "lr1e-3": {**OLD_DEFAULT, "sft.lr": 1e-3, "sft.warmup_steps": 50, "sft.lr_floor": 0.0},
     "floor0": {**OLD_DEFAULT, "sft.lr_floor": 0.0},
 }
+# --configs params.yaml: the params file as it is (what the sft stage trains), not run by default.
+ALL_CONFIGS = {**CONFIGS, "params.yaml": {}}
 EMA_DECAYS = (0.99,)
 
 
@@ -233,7 +235,7 @@ def main() -> int:
     if a.table:
         print(table(_read(out)))
         return 0
-    configs = {**{c: CONFIGS[c] for c in a.configs.split(",") if c}, **_extra_configs(a.config)}
+    configs = {**{c: ALL_CONFIGS[c] for c in a.configs.split(",") if c}, **_extra_configs(a.config)}
     params = load_params(a.params)
     done = {(r["perturbation"], r["config"]) for r in _read(out)}
     roots = {}
