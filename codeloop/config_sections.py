@@ -43,7 +43,7 @@ class PolicyInitConfig(_Section):
 
 class SftConfig(_Section):
     steps: int = Field(
-        800, ge=0, description="SFT optimizer steps on reference solutions; 0 = copy."
+        1200, ge=0, description="SFT optimizer steps on reference solutions; 0 = copy."
     )
     batch_size: int = Field(16, ge=1, description="SFT sequences per step.")
     lr: float = Field(3e-3, gt=0, le=1.0, description="SFT AdamW peak learning rate.")
