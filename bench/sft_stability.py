@@ -34,7 +34,8 @@ Result (metrics/sft_stability.jsonl; 4 samples a task for the first two jobs, 2 
     old-default                 0.369 +- 0.221    0.13..0.57    0.012    0.131    0.567    0.411
     old-default+ema0.99         0.326 +- 0.297    0.12..0.54    0.011    0.117    0.536        -
     steps1200                   0.498 +- 0.070    0.42..0.56    0.007    0.422    0.561    0.511
-    lr1e-3                      (default 0.100: slower, training loss 0.18 at the end)
+    lr1e-3                      0.194 +- 0.136    0.10..0.35    0.011    0.100    0.133    0.350
+    (lr1e-3 is warmup 50 and cosine to 0; floor0 was not reached in the time)
 
 Mechanism: the training loss is still falling steeply at step 800 (per 100 steps: 0.27,
 0.20, 0.10, 0.06) when the cosine's tail stops it, and held-out pass@1 follows how far down a
