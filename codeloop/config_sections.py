@@ -43,11 +43,25 @@ class PolicyInitConfig(_Section):
 
 class SftConfig(_Section):
     steps: int = Field(
-        800, ge=0, description="SFT optimizer steps on reference solutions; 0 = copy."
+        1200, ge=0, description="SFT optimizer steps on reference solutions; 0 = copy."
     )
     batch_size: int = Field(16, ge=1, description="SFT sequences per step.")
     lr: float = Field(3e-3, gt=0, le=1.0, description="SFT AdamW peak learning rate.")
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps before cosine decay.")
+    lr_floor: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="Multiplier of sft.lr the cosine decay ends at on the last step "
+        "(0 = decay to zero).",
+    )
+    ema: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="Decay of an exponential moving average of the SFT weights; the policy "
+        "ends with the average instead of the last step's weights (0 = off).",
+    )
     max_len: int = Field(
         1024, ge=32, description="Longest SFT example in tokens (longer: skipped)."
     )

@@ -1,0 +1,50 @@
+"""bench/sft_stability.py: its SFT is the sft stage's, and its table is the one it claims."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from codeloop.config import load_params
+from codeloop.paths import Paths
+from codeloop.stages import sft
+from tests._tiny_repo import TINY
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.sft_stability import table, with_overrides  # noqa: E402
+
+
+@pytest.mark.slow
+def test_the_bench_trains_the_same_checkpoint_as_the_sft_stage(tmp_path):
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(TINY))
+    out, work = tmp_path / "rows.jsonl", tmp_path / "work"
+    cmd = [sys.executable, "bench/sft_stability.py", "--params", str(params_file),
+           "--work", str(work), "--out", str(out), "--configs", "params.yaml",
+           "--perturbations", "default", "--samples", "1", "--ema", "", "--jobs", "1"]  # fmt: skip
+    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True, timeout=1800)
+    row = json.loads(out.read_text().splitlines()[0])
+    stats = sft.run(load_params(params_file), Paths(work / "default"))
+    assert row["model_version"] == stats["model_version"]
+
+
+def test_an_override_of_an_unknown_key_is_refused_with_the_key_named(repo_root):
+    with pytest.raises(KeyError, match="sft.lr_flor"):
+        with_overrides(load_params(repo_root / "params.yaml"), {"sft.lr_flor": 0.0})
+
+
+def test_the_table_puts_the_baseline_first_with_mean_and_sd_over_perturbations():
+    rows = [
+        {"perturbation": p, "config": c, "pass@1": x, "eval_sd": 0.01, "sft_s": 10.0}
+        for c, xs in (("a-candidate", (0.5, 0.5, 0.5)), ("old-default", (0.1, 0.5, 0.3)))
+        for p, x in zip(("default", "seed1", "repos1"), xs, strict=True)
+    ]
+    lines = table(rows).splitlines()
+    assert lines[1].split()[:4] == ["old-default", "0.300", "+-", "0.200"]
+    assert lines[2].split()[:4] == ["a-candidate", "0.500", "+-", "0.000"]
