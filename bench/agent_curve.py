@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
+import json
 import os
+import pickle
 import sys
 import tempfile
 import time
@@ -37,7 +40,7 @@ from codeloop.config import load_params  # noqa: E402
 from codeloop.data.generator import generate_tasks  # noqa: E402
 from codeloop.data.repos.expert import expert_calls  # noqa: E402
 from codeloop.data.repos.store import store_files  # noqa: E402
-from codeloop.data.repos.synth import generate_repo_tasks  # noqa: E402
+from codeloop.data.repos.synth import REPAIRABLE, generate_repo_tasks  # noqa: E402
 from codeloop.evaluate.agent_metrics import (  # noqa: E402
     agent_set_metrics,
     failure_steps,
@@ -73,12 +76,20 @@ def _args() -> argparse.Namespace:
         help="training repos' difficulty: "
         "min_modules,max_modules,max_depth,max_distance (default: params)",
     )
+    ap.add_argument(
+        "--operators",
+        default="",
+        help="planted bugs' mutation operators for training and held-out repos: 'repairable' "
+        "(synth.REPAIRABLE), a comma list, or empty for params (all)",
+    )
+    ap.add_argument("--demo-cache", default="", help="directory keeping expert demos between runs")
     ap.add_argument("--pool", type=int, default=12, help="repo tasks rolled out per iteration")
     ap.add_argument("--functions", type=int, default=120, help="function tasks for SFT")
     ap.add_argument("--sft-steps", type=int, default=600)
     ap.add_argument("--agent-fraction", type=float, default=0.5)
     ap.add_argument("--eval-samples", type=int, default=1)
     ap.add_argument("--init", default="", help="start from this checkpoint, skip SFT")
+    ap.add_argument("--save-init", default="", help="also save the iteration-0 policy here")
     ap.add_argument("--out", default="metrics/agent_curve.csv")
     return ap.parse_args()
 
@@ -127,9 +138,8 @@ def _init_policy(a, p, ex, repos, funcs, train) -> Policy:
     if a.init:
         print(f"iteration 0 policy: {a.init} (no SFT here)", flush=True)
         return Policy.load(a.init)
-    demo_env = AgentEnv(ex, p.agent.model_copy(update={"max_steps": 500}), repos)
     t0 = time.perf_counter()
-    demos, report = expert_demos(train, demo_env, lambda t: expert_calls(t, repos))
+    demos, report = _demos(a, p, ex, repos, train)
     print(f"expert demos: {report}, {time.perf_counter() - t0:.0f}s", flush=True)
     policy = build_embedded(p, funcs + train, repo_corpus(train, repos))
     sft = run_sft(policy, funcs, p.sft, demos=demos)
@@ -137,6 +147,29 @@ def _init_policy(a, p, ex, repos, funcs, train) -> Policy:
           f"{report['demos']} demos, loss {sft['loss_last']:.3f}, "
           f"{time.perf_counter() - t0:.0f}s", flush=True)  # fmt: skip
     return policy
+
+
+def _demos(a, p, ex, repos, train):
+    """The expert's episodes on the training tasks, from --demo-cache when it holds them
+    (the same tasks give the same episodes: the environment is deterministic)."""
+    key = hashlib.sha256(
+        json.dumps([(t.task_id, t.snapshot, t.patch) for t in train]).encode()
+    ).hexdigest()[:16]
+    path = Path(a.demo_cache) / f"demos-{key}.pkl" if a.demo_cache else None
+    if path is not None and path.exists():
+        return pickle.loads(path.read_bytes())
+    demo_env = AgentEnv(ex, p.agent.model_copy(update={"max_steps": 500}), repos)
+    out = expert_demos(train, demo_env, lambda t: expert_calls(t, repos))
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(pickle.dumps(out))
+    return out
+
+
+def _operators(a) -> tuple[str, ...] | None:
+    if a.operators == "repairable":
+        return REPAIRABLE
+    return tuple(a.operators.split(",")) if a.operators else None
 
 
 def main() -> int:
@@ -147,12 +180,13 @@ def main() -> int:
     r = p.clean.repo_tasks
     frozen = {k: getattr(r, k) for k in KNOB}
     knob = dict(zip(KNOB, map(int, a.knob.split(",")), strict=True)) if a.knob else frozen
+    ops = _operators(a)
     train, trees = generate_repo_tasks(
-        a.train_repo_tasks, seed=r.seed, tasks_per_repo=r.tasks_per_repo, **knob
+        a.train_repo_tasks, seed=r.seed, tasks_per_repo=r.tasks_per_repo, operators=ops, **knob
     )
     # The held-out set keeps the nightly frozen set's knob (params), whatever training uses.
     heldout, htrees = generate_repo_tasks(
-        a.heldout, seed=r.heldout_seed, tasks_per_repo=r.tasks_per_repo, **frozen
+        a.heldout, seed=r.heldout_seed, tasks_per_repo=r.tasks_per_repo, operators=ops, **frozen
     )
     funcs = generate_tasks(a.functions, seed=0, max_depth=2)
     rows = []
@@ -166,6 +200,8 @@ def main() -> int:
         policy = _init_policy(a, p, ex, repos, funcs, train)
         current = Path(tmp) / "iter-0000"
         policy.save(current)
+        if a.save_init:
+            policy.save(a.save_init)
         row = {"iteration": 0, **_eval(policy, heldout, env, ex, repos, p, a, show=a.show)}
         base = row["_rates"]
         rows.append(row)
