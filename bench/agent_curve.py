@@ -59,7 +59,8 @@ KNOB = ("min_modules", "max_modules", "max_depth", "max_distance")
 FIELDS = (
     "iteration", "train_reward_mean", "train_resolved_rate", "heldout_resolved", "heldout_resolved_se",
     "heldout_delta", "heldout_delta_se", "avg_steps", "tool_call_success_rate",
-    "tests_before_submit_rate", "submitted_rate", "kl", "frac_reward_zero_std", "seconds",
+    "tests_before_submit_rate", "submitted_rate", "kl", "frac_reward_zero_std", "rft_examples",
+    "seconds",
 )  # fmt: skip
 
 
@@ -80,9 +81,16 @@ def _args() -> argparse.Namespace:
         "--operators",
         default="",
         help="planted bugs' mutation operators for training and held-out repos: 'repairable' "
-        "(synth.REPAIRABLE), a comma list, or empty for params (all)",
+        "(synth.REPAIRABLE), 'all', a comma list, or empty for params (clean.repo_tasks.operators)",
     )
     ap.add_argument("--demo-cache", default="", help="directory keeping expert demos between runs")
+    ap.add_argument(
+        "--grpo-tasks",
+        type=int,
+        default=0,
+        help="training repo tasks kept out of SFT's demos for the GRPO pool (0: the SFT tasks)",
+    )
+    ap.add_argument("--temperature", type=float, default=0.0, help="rollout T (0: params)")
     ap.add_argument("--pool", type=int, default=12, help="repo tasks rolled out per iteration")
     ap.add_argument("--functions", type=int, default=120, help="function tasks for SFT")
     ap.add_argument("--sft-steps", type=int, default=600)
@@ -166,10 +174,13 @@ def _demos(a, p, ex, repos, train):
     return out
 
 
-def _operators(a) -> tuple[str, ...] | None:
+def _operators(a, params_ops: list[str]) -> tuple[str, ...] | None:
     if a.operators == "repairable":
         return REPAIRABLE
-    return tuple(a.operators.split(",")) if a.operators else None
+    if a.operators == "all":
+        return None
+    ops = a.operators.split(",") if a.operators else params_ops
+    return tuple(ops) or None
 
 
 def main() -> int:
@@ -180,21 +191,27 @@ def main() -> int:
     r = p.clean.repo_tasks
     frozen = {k: getattr(r, k) for k in KNOB}
     knob = dict(zip(KNOB, map(int, a.knob.split(",")), strict=True)) if a.knob else frozen
-    ops = _operators(a)
+    ops = _operators(a, r.operators)
     train, trees = generate_repo_tasks(
-        a.train_repo_tasks, seed=r.seed, tasks_per_repo=r.tasks_per_repo, operators=ops, **knob
+        a.train_repo_tasks + a.grpo_tasks,
+        seed=r.seed,
+        tasks_per_repo=r.tasks_per_repo,
+        operators=ops,
+        **knob,
     )
     # The held-out set keeps the nightly frozen set's knob (params), whatever training uses.
     heldout, htrees = generate_repo_tasks(
         a.heldout, seed=r.heldout_seed, tasks_per_repo=r.tasks_per_repo, operators=ops, **frozen
     )
+    # The GRPO pool: later repositories of the training seed, none of whose tasks SFT saw.
+    train, grpo = train[: a.train_repo_tasks], train[a.train_repo_tasks :] or train
     funcs = generate_tasks(a.functions, seed=0, max_depth=2)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         repos = f"{tmp}/repos"
         for files in {**trees, **htrees}.values():
             store_files(files, repos)
-        envs = agent_envs_root(train + heldout, f"{tmp}/none", f"{tmp}/envs")
+        envs = agent_envs_root(train + grpo + heldout, f"{tmp}/none", f"{tmp}/envs")
         ex = make_executor(p.sandbox, workspaces=True, envs_root=envs)
         env = AgentEnv(ex, p.agent, repos)
         policy = _init_policy(a, p, ex, repos, funcs, train)
@@ -206,18 +223,22 @@ def main() -> int:
         base = row["_rates"]
         rows.append(row)
         print(_fmt(row), flush=True)
-        by_id = {t.task_id: t for t in train}
+        by_id = {t.task_id: t for t in grpo}
+        history: list = []
         for it in range(1, a.iterations + 1):
             t0 = time.perf_counter()
-            start = (it - 1) * a.pool % len(train)
-            pool = (train + train)[start : start + a.pool]
-            rcfg = p.rollout.model_copy(update={"seed": p.rollout.seed + it, "iteration": it})
+            start = (it - 1) * a.pool % len(grpo)
+            pool = (grpo + grpo)[start : start + a.pool]
+            rcfg = p.rollout.model_copy(update={"seed": p.rollout.seed + it, "iteration": it,
+                                                "temperature": a.temperature or p.rollout.temperature})  # fmt: skip
             trajs = run_agent_rollout(pool, policy, env, rcfg, p.agent,
                                       dataset_version="agent-curve", iteration=it)  # fmt: skip
             scored = score_repo_trajectories(trajs, by_id, "v3", ex, repos)
             ok = [t for t in scored if not t.infra_error]
             nxt = Path(tmp) / f"iter-{it:04d}"
-            m = train_grpo(current, scored, p.train, nxt)
+            # earlier iterations' episodes stand for the nightly's archive (train.rft_source)
+            m = train_grpo(current, scored, p.train, nxt, archived=list(history), iteration=it)
+            history += ok
             policy, current = Policy.load(nxt), nxt
             row = {
                 "iteration": it,
@@ -225,6 +246,7 @@ def main() -> int:
                 "train_resolved_rate": sum(t.reward_components.get("resolved", 0) for t in ok)
                 / max(1, len(ok)),
                 "kl": m.get("kl"), "frac_reward_zero_std": m.get("frac_reward_zero_std"),
+                "rft_examples": m.get("rft_examples"),
                 **_eval(policy, heldout, env, ex, repos, p, a, base),
                 "seconds": round(time.perf_counter() - t0, 1),
             }  # fmt: skip
