@@ -158,20 +158,27 @@ def _init_policy(a, p, ex, repos, funcs, train) -> Policy:
 
 
 def _demos(a, p, ex, repos, train):
-    """The expert's episodes on the training tasks, from --demo-cache when it holds them
-    (the same tasks give the same episodes: the environment is deterministic)."""
-    key = hashlib.sha256(
-        json.dumps([(t.task_id, t.snapshot, t.patch) for t in train]).encode()
-    ).hexdigest()[:16]
-    path = Path(a.demo_cache) / f"demos-{key}.pkl" if a.demo_cache else None
-    if path is not None and path.exists():
-        return pickle.loads(path.read_bytes())
+    """The expert's episodes on the training tasks; those --demo-cache already holds are
+    read from it (the same task gives the same episode: the environment is deterministic)."""
+
+    def key(t) -> str:
+        return hashlib.sha256(json.dumps([t.task_id, t.snapshot, t.patch]).encode()).hexdigest()
+
+    cached: dict = {}
+    cache = Path(a.demo_cache) if a.demo_cache else None
+    for f in sorted(cache.glob("demos-*.pkl")) if cache and cache.exists() else []:
+        kept, _ = pickle.loads(f.read_bytes())
+        cached.update({key(t): (t, st) for t, st in kept})
+    todo = [t for t in train if key(t) not in cached]
     demo_env = AgentEnv(ex, p.agent.model_copy(update={"max_steps": 500}), repos)
-    out = expert_demos(train, demo_env, lambda t: expert_calls(t, repos))
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(pickle.dumps(out))
-    return out
+    new, report = expert_demos(todo, demo_env, lambda t: expert_calls(t, repos))
+    if cache is not None and new:
+        cache.mkdir(parents=True, exist_ok=True)
+        (cache / f"demos-{key(todo[0])[:16]}.pkl").write_bytes(pickle.dumps((new, report)))
+    cached.update({key(t): (t, st) for t, st in new})
+    demos = [cached[key(t)] for t in train if key(t) in cached]
+    report = {**report, "demos": len(demos), "from_cache": len(train) - len(todo)}
+    return demos, report
 
 
 def _operators(a, params_ops: list[str]) -> tuple[str, ...] | None:
@@ -206,7 +213,7 @@ def main() -> int:
     # The GRPO pool: later repositories of the training seed, none of whose tasks SFT saw.
     train, grpo = train[: a.train_repo_tasks], train[a.train_repo_tasks :] or train
     funcs = generate_tasks(a.functions, seed=0, max_depth=2)
-    rows = []
+    rows, out = [], Path(a.out)
     with tempfile.TemporaryDirectory() as tmp:
         repos = f"{tmp}/repos"
         for files in {**trees, **htrees}.values():
@@ -223,6 +230,7 @@ def main() -> int:
         base = row["_rates"]
         rows.append(row)
         print(_fmt(row), flush=True)
+        _write(rows, out)
         by_id = {t.task_id: t for t in grpo}
         history: list = []
         for it in range(1, a.iterations + 1):
@@ -252,13 +260,8 @@ def main() -> int:
             }  # fmt: skip
             rows.append(row)
             print(_fmt(row), flush=True)
+            _write(rows, out)
         ex.close()
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
     r0, r1 = rows[0], rows[-1]
     print(f"held-out resolved: {r0['heldout_resolved']:.3f} +- {r0['heldout_resolved_se']:.3f} "
           f"(SFT) -> {r1['heldout_resolved']:.3f} +- {r1['heldout_resolved_se']:.3f} after "
@@ -266,6 +269,15 @@ def main() -> int:
           f"{r1['heldout_delta_se']:.3f})")  # fmt: skip
     print(f"wrote {out}")
     return 0
+
+
+def _write(rows: list[dict], out: Path) -> None:
+    """The table so far (after every iteration: a stopped run keeps its rows)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
 
 
 def _fmt(row: dict) -> str:
