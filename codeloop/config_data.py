@@ -9,12 +9,15 @@ from pydantic import Field, field_validator
 
 from codeloop.config_sections import _Section
 
-# The names of codeloop.data.repos.mutate.OPERATORS: config imports nothing of the domain,
-# so a test checks the two lists agree.
+# The names of codeloop.data.repos.mutate.OPERATORS and synth.REPAIRABLE: config imports
+# nothing of the domain, so a test checks the lists agree.
 MUTATION_OPERATORS = (
     "compare", "arith", "off_by_one", "constant", "condition", "swap_args", "drop_stmt",
     "wrong_return",
 )  # fmt: skip
+
+
+REPAIRABLE_OPERATORS = ("arith", "compare", "condition", "swap_args", "drop_stmt")
 
 
 def _check_operators(v: list[str]) -> list[str]:
@@ -80,9 +83,10 @@ class RepoTasksConfig(_Section):
     max_distance: int = Field(1, ge=0, le=7, description="Most calls between symptom and bug.")
     tasks_per_repo: int = Field(3, ge=1, le=20, description="Bugs planted per repository.")
     operators: list[str] = Field(
-        default_factory=list,
+        default_factory=lambda: list(REPAIRABLE_OPERATORS),
         description="Mutation operators of the planted bugs, training and held-out alike "
-        "(empty: all of codeloop.data.repos.mutate.OPERATORS).",
+        "(empty: all of codeloop.data.repos.mutate.OPERATORS; default: those whose fix can "
+        "be read off the code, codeloop.data.repos.synth.REPAIRABLE).",
     )
 
     @field_validator("operators")
