@@ -1,6 +1,9 @@
 """Does GRPO learn agent episodes on repository tasks? The held-out resolved rate per iteration.
 
-Run: ``.venv/bin/python bench/agent_curve.py [--iterations 3] [--out metrics/agent_curve.csv]``
+Run: ``.venv/bin/python bench/agent_curve.py [--iterations 12] [--demo-cache DIR] [--out F]``
+(the defaults are the run in metrics/agent_curve.csv: 2,000 expert demos, 1,000 SFT steps at
+agent fraction 0.7, then GRPO with RFT on resolved episodes over a pool SFT never saw;
+~18 min of SFT and ~100 s an iteration on the 2 shared cores)
 
 Everything is the library the stages call, in process: synthetic repositories
 (``codeloop.data.repos.synth``: training repos from seed 0, held-out repos from seed 1000,
@@ -21,7 +24,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
+import json
 import os
+import pickle
 import sys
 import tempfile
 import time
@@ -37,7 +43,7 @@ from codeloop.config import load_params  # noqa: E402
 from codeloop.data.generator import generate_tasks  # noqa: E402
 from codeloop.data.repos.expert import expert_calls  # noqa: E402
 from codeloop.data.repos.store import store_files  # noqa: E402
-from codeloop.data.repos.synth import generate_repo_tasks  # noqa: E402
+from codeloop.data.repos.synth import REPAIRABLE, generate_repo_tasks  # noqa: E402
 from codeloop.evaluate.agent_metrics import (  # noqa: E402
     agent_set_metrics,
     failure_steps,
@@ -56,29 +62,50 @@ KNOB = ("min_modules", "max_modules", "max_depth", "max_distance")
 FIELDS = (
     "iteration", "train_reward_mean", "train_resolved_rate", "heldout_resolved", "heldout_resolved_se",
     "heldout_delta", "heldout_delta_se", "avg_steps", "tool_call_success_rate",
-    "tests_before_submit_rate", "submitted_rate", "kl", "frac_reward_zero_std", "seconds",
+    "tests_before_submit_rate", "submitted_rate", "kl", "frac_reward_zero_std", "rft_examples",
+    "seconds",
 )  # fmt: skip
 
 
 def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--iterations", type=int, default=3)
-    ap.add_argument("--train-repo-tasks", type=int, default=144)
-    ap.add_argument("--heldout", type=int, default=60, help="held-out repo tasks (seed 1000)")
-    ap.add_argument("--show", type=int, default=2, help="SFT episodes printed (diagnosis)")
+    ap.add_argument("--iterations", type=int, default=12)
+    ap.add_argument("--train-repo-tasks", type=int, default=2000)
+    ap.add_argument("--heldout", type=int, default=90, help="held-out repo tasks (seed 1000)")
+    ap.add_argument("--show", type=int, default=1, help="SFT episodes printed (diagnosis)")
     ap.add_argument(
         "--knob",
         default="",
         help="training repos' difficulty: "
         "min_modules,max_modules,max_depth,max_distance (default: params)",
     )
-    ap.add_argument("--pool", type=int, default=12, help="repo tasks rolled out per iteration")
-    ap.add_argument("--functions", type=int, default=120, help="function tasks for SFT")
-    ap.add_argument("--sft-steps", type=int, default=600)
-    ap.add_argument("--agent-fraction", type=float, default=0.5)
+    ap.add_argument(
+        "--operators",
+        default="",
+        help="planted bugs' mutation operators for training and held-out repos: 'repairable' "
+        "(synth.REPAIRABLE), 'all', a comma list, or empty for params (clean.repo_tasks.operators)",
+    )
+    ap.add_argument("--demo-cache", default="", help="directory keeping expert demos between runs")
+    ap.add_argument(
+        "--grpo-tasks",
+        type=int,
+        default=240,
+        help="training repo tasks kept out of SFT's demos for the GRPO pool (0: the SFT tasks)",
+    )
+    ap.add_argument("--temperature", type=float, default=0.7, help="rollout T (0: params)")
+    ap.add_argument("--pool", type=int, default=24, help="repo tasks rolled out per iteration")
+    ap.add_argument("--functions", type=int, default=600, help="function tasks for SFT")
+    ap.add_argument("--sft-steps", type=int, default=1000)
+    ap.add_argument("--agent-fraction", type=float, default=0.7)
     ap.add_argument("--eval-samples", type=int, default=1)
+    ap.add_argument(
+        "--train",
+        default="",
+        help="overrides of params' train section, e.g. lr=0.001,steps=4,rft_steps=8",
+    )
     ap.add_argument("--init", default="", help="start from this checkpoint, skip SFT")
+    ap.add_argument("--save-init", default="", help="also save the iteration-0 policy here")
     ap.add_argument("--out", default="metrics/agent_curve.csv")
     return ap.parse_args()
 
@@ -127,9 +154,8 @@ def _init_policy(a, p, ex, repos, funcs, train) -> Policy:
     if a.init:
         print(f"iteration 0 policy: {a.init} (no SFT here)", flush=True)
         return Policy.load(a.init)
-    demo_env = AgentEnv(ex, p.agent.model_copy(update={"max_steps": 500}), repos)
     t0 = time.perf_counter()
-    demos, report = expert_demos(train, demo_env, lambda t: expert_calls(t, repos))
+    demos, report = _demos(a, p, ex, repos, train)
     print(f"expert demos: {report}, {time.perf_counter() - t0:.0f}s", flush=True)
     policy = build_embedded(p, funcs + train, repo_corpus(train, repos))
     sft = run_sft(policy, funcs, p.sft, demos=demos)
@@ -139,49 +165,98 @@ def _init_policy(a, p, ex, repos, funcs, train) -> Policy:
     return policy
 
 
+def _demos(a, p, ex, repos, train):
+    """The expert's episodes on the training tasks; those --demo-cache already holds are
+    read from it (the same task gives the same episode: the environment is deterministic)."""
+
+    def key(t) -> str:
+        return hashlib.sha256(json.dumps([t.task_id, t.snapshot, t.patch]).encode()).hexdigest()
+
+    cached: dict = {}
+    cache = Path(a.demo_cache) if a.demo_cache else None
+    for f in sorted(cache.glob("demos-*.pkl")) if cache and cache.exists() else []:
+        kept, _ = pickle.loads(f.read_bytes())
+        cached.update({key(t): (t, st) for t, st in kept})
+    todo = [t for t in train if key(t) not in cached]
+    demo_env = AgentEnv(ex, p.agent.model_copy(update={"max_steps": 500}), repos)
+    new, report = expert_demos(todo, demo_env, lambda t: expert_calls(t, repos))
+    if cache is not None and new:
+        cache.mkdir(parents=True, exist_ok=True)
+        (cache / f"demos-{key(todo[0])[:16]}.pkl").write_bytes(pickle.dumps((new, report)))
+    cached.update({key(t): (t, st) for t, st in new})
+    demos = [cached[key(t)] for t in train if key(t) in cached]
+    report = {**report, "demos": len(demos), "from_cache": len(train) - len(todo)}
+    return demos, report
+
+
+def _operators(a, params_ops: list[str]) -> tuple[str, ...] | None:
+    if a.operators == "repairable":
+        return REPAIRABLE
+    if a.operators == "all":
+        return None
+    ops = a.operators.split(",") if a.operators else params_ops
+    return tuple(ops) or None
+
+
 def main() -> int:
     a = _args()
     p = load_params(a.params)
-    p = p.model_copy(update={"sft": p.sft.model_copy(update={
+    over = dict(kv.split("=", 1) for kv in a.train.split(",")) if a.train else {}
+    train_cfg = type(p.train)(**{**p.train.model_dump(), **over})  # validated as params are
+    p = p.model_copy(update={"train": train_cfg, "sft": p.sft.model_copy(update={
         "steps": a.sft_steps, "agent_fraction": a.agent_fraction})})  # fmt: skip
     r = p.clean.repo_tasks
     frozen = {k: getattr(r, k) for k in KNOB}
     knob = dict(zip(KNOB, map(int, a.knob.split(",")), strict=True)) if a.knob else frozen
+    ops = _operators(a, r.operators)
     train, trees = generate_repo_tasks(
-        a.train_repo_tasks, seed=r.seed, tasks_per_repo=r.tasks_per_repo, **knob
+        a.train_repo_tasks + a.grpo_tasks,
+        seed=r.seed,
+        tasks_per_repo=r.tasks_per_repo,
+        operators=ops,
+        **knob,
     )
     # The held-out set keeps the nightly frozen set's knob (params), whatever training uses.
     heldout, htrees = generate_repo_tasks(
-        a.heldout, seed=r.heldout_seed, tasks_per_repo=r.tasks_per_repo, **frozen
+        a.heldout, seed=r.heldout_seed, tasks_per_repo=r.tasks_per_repo, operators=ops, **frozen
     )
+    # The GRPO pool: later repositories of the training seed, none of whose tasks SFT saw.
+    train, grpo = train[: a.train_repo_tasks], train[a.train_repo_tasks :] or train
     funcs = generate_tasks(a.functions, seed=0, max_depth=2)
-    rows = []
+    rows, out = [], Path(a.out)
     with tempfile.TemporaryDirectory() as tmp:
         repos = f"{tmp}/repos"
         for files in {**trees, **htrees}.values():
             store_files(files, repos)
-        envs = agent_envs_root(train + heldout, f"{tmp}/none", f"{tmp}/envs")
+        envs = agent_envs_root(train + grpo + heldout, f"{tmp}/none", f"{tmp}/envs")
         ex = make_executor(p.sandbox, workspaces=True, envs_root=envs)
         env = AgentEnv(ex, p.agent, repos)
         policy = _init_policy(a, p, ex, repos, funcs, train)
         current = Path(tmp) / "iter-0000"
         policy.save(current)
+        if a.save_init:
+            policy.save(a.save_init)
         row = {"iteration": 0, **_eval(policy, heldout, env, ex, repos, p, a, show=a.show)}
         base = row["_rates"]
         rows.append(row)
         print(_fmt(row), flush=True)
-        by_id = {t.task_id: t for t in train}
+        _write(rows, out)
+        by_id = {t.task_id: t for t in grpo}
+        history: list = []
         for it in range(1, a.iterations + 1):
             t0 = time.perf_counter()
-            start = (it - 1) * a.pool % len(train)
-            pool = (train + train)[start : start + a.pool]
-            rcfg = p.rollout.model_copy(update={"seed": p.rollout.seed + it, "iteration": it})
+            start = (it - 1) * a.pool % len(grpo)
+            pool = (grpo + grpo)[start : start + a.pool]
+            rcfg = p.rollout.model_copy(update={"seed": p.rollout.seed + it, "iteration": it,
+                                                "temperature": a.temperature or p.rollout.temperature})  # fmt: skip
             trajs = run_agent_rollout(pool, policy, env, rcfg, p.agent,
                                       dataset_version="agent-curve", iteration=it)  # fmt: skip
             scored = score_repo_trajectories(trajs, by_id, "v3", ex, repos)
             ok = [t for t in scored if not t.infra_error]
             nxt = Path(tmp) / f"iter-{it:04d}"
-            m = train_grpo(current, scored, p.train, nxt)
+            # earlier iterations' episodes stand for the nightly's archive (train.rft_source)
+            m = train_grpo(current, scored, p.train, nxt, archived=list(history), iteration=it)
+            history += ok
             policy, current = Policy.load(nxt), nxt
             row = {
                 "iteration": it,
@@ -189,18 +264,14 @@ def main() -> int:
                 "train_resolved_rate": sum(t.reward_components.get("resolved", 0) for t in ok)
                 / max(1, len(ok)),
                 "kl": m.get("kl"), "frac_reward_zero_std": m.get("frac_reward_zero_std"),
+                "rft_examples": m.get("rft_examples"),
                 **_eval(policy, heldout, env, ex, repos, p, a, base),
                 "seconds": round(time.perf_counter() - t0, 1),
             }  # fmt: skip
             rows.append(row)
             print(_fmt(row), flush=True)
+            _write(rows, out)
         ex.close()
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
     r0, r1 = rows[0], rows[-1]
     print(f"held-out resolved: {r0['heldout_resolved']:.3f} +- {r0['heldout_resolved_se']:.3f} "
           f"(SFT) -> {r1['heldout_resolved']:.3f} +- {r1['heldout_resolved_se']:.3f} after "
@@ -208,6 +279,15 @@ def main() -> int:
           f"{r1['heldout_delta_se']:.3f})")  # fmt: skip
     print(f"wrote {out}")
     return 0
+
+
+def _write(rows: list[dict], out: Path) -> None:
+    """The table so far (after every iteration: a stopped run keeps its rows)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
 
 
 def _fmt(row: dict) -> str:

@@ -9,6 +9,23 @@ from pydantic import Field, field_validator
 
 from codeloop.config_sections import _Section
 
+# The names of codeloop.data.repos.mutate.OPERATORS and synth.REPAIRABLE: config imports
+# nothing of the domain, so a test checks the lists agree.
+MUTATION_OPERATORS = (
+    "compare", "arith", "off_by_one", "constant", "condition", "swap_args", "drop_stmt",
+    "wrong_return",
+)  # fmt: skip
+
+
+REPAIRABLE_OPERATORS = ("arith", "compare", "condition", "swap_args", "drop_stmt")
+
+
+def _check_operators(v: list[str]) -> list[str]:
+    unknown = sorted(set(v) - set(MUTATION_OPERATORS))
+    if unknown:
+        raise ValueError(f"unknown mutation operators {unknown}; known: {list(MUTATION_OPERATORS)}")
+    return v
+
 
 class SourceSpec(_Section):
     kind: str = Field(
@@ -30,6 +47,16 @@ class SourceSpec(_Section):
     tasks_per_repo: int = Field(
         3, ge=1, le=20, description="synthetic_repo: bugs planted per pristine repository."
     )
+    operators: list[str] = Field(
+        default_factory=list,
+        description="synthetic_repo: mutation operators of the planted bugs (empty: all of "
+        "codeloop.data.repos.mutate.OPERATORS; 'repairable' ones: synth.REPAIRABLE).",
+    )
+
+    @field_validator("operators")
+    @classmethod
+    def _known_ops(cls, v: list[str]) -> list[str]:
+        return _check_operators(v)
 
 
 class RepoTasksConfig(_Section):
@@ -55,6 +82,17 @@ class RepoTasksConfig(_Section):
     max_depth: int = Field(2, ge=1, le=8, description="Longest call chain (functions).")
     max_distance: int = Field(1, ge=0, le=7, description="Most calls between symptom and bug.")
     tasks_per_repo: int = Field(3, ge=1, le=20, description="Bugs planted per repository.")
+    operators: list[str] = Field(
+        default_factory=lambda: list(REPAIRABLE_OPERATORS),
+        description="Mutation operators of the planted bugs, training and held-out alike "
+        "(empty: all of codeloop.data.repos.mutate.OPERATORS; default: those whose fix can "
+        "be read off the code, codeloop.data.repos.synth.REPAIRABLE).",
+    )
+
+    @field_validator("operators")
+    @classmethod
+    def _known_ops(cls, v: list[str]) -> list[str]:
+        return _check_operators(v)
 
     @field_validator("heldout_seed")
     @classmethod

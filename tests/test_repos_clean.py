@@ -204,3 +204,26 @@ def test_the_bucket_proxies_use_the_generators_difficulty_for_repo_tasks():
 
     t = generate_repo_tasks(1, seed=2)[0][0]
     assert proxies(t)["generator_depth"] == t.difficulty
+
+
+def test_the_operator_knob_reaches_training_and_heldout_repos(tmp_path):
+    ops = ["compare", "condition"]
+    params = _params([], repo_tasks={"enabled": True, "n": 4, "heldout_n": 3, "operators": ops})
+    curate(params, tmp_path / "out")
+    tasks = [*read_tasks(tmp_path / "out" / "tasks.parquet"),
+             *read_tasks(tmp_path / "out" / "frozen" / "heldout_repo.parquet")]  # fmt: skip
+    assert len(tasks) == 7
+    assert {t.metadata["mutation"]["operator"] for t in tasks} <= set(ops)
+
+
+def test_an_unknown_mutation_operator_in_params_names_the_key():
+    with pytest.raises(ConfigError, match="operators"):
+        parse_params({"clean": {"repo_tasks": {"operators": ["arith", "flip"]}}})
+
+
+def test_config_knows_exactly_the_mutation_operators_of_the_mutator():
+    from codeloop.config_data import MUTATION_OPERATORS, REPAIRABLE_OPERATORS
+    from codeloop.data.repos.mutate import OPERATORS
+    from codeloop.data.repos.synth import REPAIRABLE
+
+    assert (MUTATION_OPERATORS, REPAIRABLE_OPERATORS) == (OPERATORS, REPAIRABLE)

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from codeloop.data.repos.diffs import apply_file_diff, file_diff, split_files
-from codeloop.data.repos.synth import HIDDEN_FILE, generate_repo_tasks
+from codeloop.data.repos.mutate import OPERATORS
+from codeloop.data.repos.synth import HIDDEN_FILE, REPAIRABLE, generate_repo_tasks
 from tests._repo_pytest import git_apply, pytest_outcomes, write_tree
 
 
@@ -125,3 +126,19 @@ def test_no_package_name_is_shadowed_by_a_standard_library_module():
     from codeloop.data.repos.synth import PACKAGES
 
     assert not set(PACKAGES) & set(sys.stdlib_module_names)
+
+
+def test_an_operator_list_plants_only_bugs_of_those_operators():
+    tasks, _ = generate_repo_tasks(30, seed=5, operators=REPAIRABLE)
+    assert {t.metadata["mutation"]["operator"] for t in tasks} <= set(REPAIRABLE)
+    assert len(tasks) == 30
+
+
+def test_an_unknown_or_empty_operator_list_is_refused():
+    for bad in (("arith", "typo"), ()):
+        with pytest.raises(ValueError, match="operators"):
+            generate_repo_tasks(3, seed=5, operators=bad)
+
+
+def test_the_repairable_operators_are_known_mutation_operators():
+    assert set(REPAIRABLE) < set(OPERATORS)

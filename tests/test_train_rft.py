@@ -87,3 +87,29 @@ def test_without_rft_the_summary_has_no_rft_metrics(tiny_policy_dir, tmp_path):
     policy = Policy.load(tiny_policy_dir)
     m = train_grpo(tiny_policy_dir, _batch(policy), _cfg(rft="off"), tmp_path / "c")
     assert not any(k.startswith("rft_") for k in m)
+
+
+def _agent_ep(policy, tid: str, diff: str, **components):
+    t = _episode(policy, "r", [(BAD, FEEDBACK), (GOOD, "")], 1.0, tid=tid)
+    return replace(t, terminal_reason="submitted", final_diff=diff, reward_components=components)
+
+
+def test_a_resolved_agent_episode_trains_on_every_call_it_wrote(tiny_policy_dir):
+    policy = Policy.load(tiny_policy_dir)
+    t = _agent_ep(policy, "r-0", "diff a", resolved=1.0)
+    [(ids, mask)] = rft_examples([t], policy.max_context)
+    assert ids == t.token_ids and mask == t.loss_mask
+    assert sum(mask) > len(policy.encode(GOOD))  # both calls, not the last one only
+
+
+def test_unresolved_or_hack_flagged_agent_episodes_are_not_fine_tuned_on(tiny_policy_dir):
+    policy = Policy.load(tiny_policy_dir)
+    trajs = [_agent_ep(policy, "r-0", "diff a", resolved=0.0),
+             _agent_ep(policy, "r-1", "diff b", resolved=1.0, hack_zeroed=1.0)]  # fmt: skip
+    assert rft_examples(trajs, policy.max_context) == []
+
+
+def test_resolved_agent_episodes_are_deduplicated_per_task_and_final_diff(tiny_policy_dir):
+    policy = Policy.load(tiny_policy_dir)
+    trajs = [_agent_ep(policy, f"r-{i}", d, resolved=1.0) for i, d in enumerate("aab")]
+    assert len(rft_examples(trajs, policy.max_context)) == 2

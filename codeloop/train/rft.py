@@ -2,9 +2,11 @@
 
 Before the GRPO update (``rft: before``) or instead of it (``rft: instead``), the policy is
 fine-tuned with cross-entropy on the episodes that passed every visible test, deduplicated
-per task and final code. The target is the episode's last generation only, exactly as
-sampled (its token ids), with everything before it as context: in a revise episode the
-failed first attempt stays context, never a target. With ``before``, GRPO's KL reference
+per task and final code, and on the repository episodes the judge resolved (per task and
+final diff). A function episode's target is its last generation only, exactly as sampled
+(its token ids), with everything before it as context: in a revise episode the failed
+first attempt stays context, never a target. A resolved agent episode's targets are all
+its tool calls, its observations context. With ``before``, GRPO's KL reference
 is the fine-tuned policy (the update starts from it).
 
 The source is the scored trajectories the stage trains on (tonight's; the archive's
@@ -32,30 +34,53 @@ def last_generation(t: Trajectory) -> tuple[int, int] | None:
     return (1, end) if end is not None else None
 
 
-def rft_examples(trajs: list[Trajectory], max_len: int) -> list[tuple[list[int], int, int]]:
-    """(token ids, target start, target end) of passing episodes, one per (task, code)."""
+def resolved_episode(t: Trajectory) -> bool:
+    """A repository episode the trusted judge resolved (reward v3), not flagged as a hack."""
+    c = t.reward_components
+    return not t.infra_error and c.get("resolved", 0) >= 1 and not c.get("hack_zeroed", 0)
+
+
+def passing(t: Trajectory) -> bool:
+    """An episode RFT learns from: every visible test passed (function) or resolved (repo)."""
+    return (not t.infra_error and t.terminal_reason == "all_tests_passed") or resolved_episode(t)
+
+
+def rft_examples(trajs: list[Trajectory], max_len: int) -> list[tuple[list[int], list[int]]]:
+    """(token ids, target mask) of passing episodes, one per (task, code or final diff).
+
+    A function episode's target is its last generation (a failed first attempt stays
+    context); a resolved agent episode's is every tool call it wrote (the mask GRPO uses),
+    the observations between them context."""
     seen, out = set(), []
     for t in sorted(trajs, key=lambda t: t.trajectory_id):
-        if t.infra_error or t.terminal_reason != "all_tests_passed":
+        if not passing(t) or len(t.token_ids) > max_len:
             continue
-        span = last_generation(t)
-        if span is None or len(t.token_ids) > max_len or (t.task_id, t.final_code) in seen:
+        agent = resolved_episode(t)
+        key = (t.task_id, t.final_diff if agent else t.final_code)
+        span = None if agent else last_generation(t)
+        if key in seen or not (agent or span):
             continue
-        seen.add((t.task_id, t.final_code))
-        out.append((t.token_ids[: span[1]], *span))
+        seen.add(key)
+        if agent:
+            out.append((list(t.token_ids), [int(m) for m in t.loss_mask]))
+        else:
+            s, e = span
+            out.append((t.token_ids[:e], [0] * s + [1] * (e - s)))
     return out
 
 
-def _loss(model, batch: list[tuple[list[int], int, int]], pad_id: int) -> tuple[torch.Tensor, int]:
+def _loss(model, batch: list[tuple[list[int], list[int]]], pad_id: int) -> tuple[torch.Tensor, int]:
     """Summed target-token cross-entropy of a micro-batch, and its target count."""
-    length = max(len(ids) for ids, _, _ in batch)
+    length = max(len(ids) for ids, _ in batch)
     ids = torch.full((len(batch), length), pad_id, dtype=torch.long)  # (B, L)
     attn = torch.zeros((len(batch), length), dtype=torch.long)  # (B, L)
     labels = torch.full((len(batch), length), -100, dtype=torch.long)  # (B, L)
-    for i, (row, s, e) in enumerate(batch):
+    for i, (row, mask) in enumerate(batch):
         ids[i, : len(row)] = torch.tensor(row)
         attn[i, : len(row)] = 1
-        labels[i, s:e] = torch.tensor(row[s:e])
+        labels[i, : len(row)] = torch.tensor(
+            [x if m else -100 for x, m in zip(row, mask, strict=True)]
+        )
     device = next(model.parameters()).device
     logits = model(input_ids=ids.to(device), attention_mask=attn.to(device)).logits
     targets = labels[:, 1:].to(device)  # token t is predicted from t-1
@@ -71,7 +96,7 @@ def run_rft(policy, trajs: list[Trajectory], cfg) -> dict[str, Any]:
     stats: dict[str, Any] = {
         "rft_mode": cfg.rft,
         "rft_examples": len(examples),
-        "rft_tasks": len({t.task_id for t in trajs if t.terminal_reason == "all_tests_passed"}),
+        "rft_tasks": len({t.task_id for t in trajs if passing(t)}),
     }
     if not examples or cfg.rft_steps == 0:
         return {**stats, "rft_steps": 0, "rft_loss_first": 0.0, "rft_loss_last": 0.0}
@@ -83,7 +108,7 @@ def run_rft(policy, trajs: list[Trajectory], cfg) -> dict[str, Any]:
     losses = []
     for _ in range(cfg.rft_steps):  # full-batch steps: the passing set is small
         opt.zero_grad(set_to_none=True)
-        n_targets = sum(e - s for _, s, e in examples)
+        n_targets = sum(sum(m) for _, m in examples)
         total = 0.0
         for i in range(0, len(examples), cfg.micro_batch_size):
             loss, _ = _loss(model, examples[i : i + cfg.micro_batch_size], pad_id)

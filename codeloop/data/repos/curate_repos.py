@@ -303,7 +303,7 @@ def repo_specs(cfg) -> tuple[list, list]:
         return [], []
     knobs = {"kind": "synthetic_repo", "min_modules": rt.min_modules, "max_modules": rt.max_modules,
              "max_depth": rt.max_depth, "max_distance": rt.max_distance,
-             "tasks_per_repo": rt.tasks_per_repo}  # fmt: skip
+             "tasks_per_repo": rt.tasks_per_repo, "operators": rt.operators}  # fmt: skip
     train = [SourceSpec(**knobs, n=rt.n, seed=rt.seed)]
     frozen = [SourceSpec(**knobs, n=rt.heldout_n, seed=rt.heldout_seed)] if rt.heldout_n else []
     return train, frozen

@@ -34,7 +34,7 @@ def load_synthetic_repos(spec, repos_dir: str | Path):
     tasks, trees = generate_repo_tasks(
         spec.n, spec.seed, min_modules=spec.min_modules, max_modules=spec.max_modules,
         max_depth=spec.max_depth, max_distance=spec.max_distance,
-        tasks_per_repo=spec.tasks_per_repo,
+        tasks_per_repo=spec.tasks_per_repo, operators=spec.operators or None,
     )  # fmt: skip
     for files in trees.values():
         store.store_files(files, repos_dir)

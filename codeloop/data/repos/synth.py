@@ -22,7 +22,7 @@ import random
 from dataclasses import dataclass, field
 
 from codeloop.data.repos.diffs import file_diff
-from codeloop.data.repos.mutate import Mutation, apply_mutation, find_mutations
+from codeloop.data.repos.mutate import OPERATORS, Mutation, apply_mutation, find_mutations
 from codeloop.data.repos.store import files_hash
 from codeloop.schema import Task
 
@@ -73,6 +73,11 @@ NOUNS = ("price", "item", "point", "level", "stock", "total", "value", "size", "
 PACKAGES = ("shop", "grades", "inventory", "ledger", "meters", "tiles", "garden", "orbit",
             "parcel", "quarry", "rivers", "beacon", "timber", "voyage", "widget", "yarn")  # fmt: skip
 MODULES = ("core", "util", "calc", "rules", "stats", "table", "parts", "model")
+# Bugs whose fix can be read off the code: the buggy line breaks one of the few templates,
+# so the repair is the template's line. The others (`constant`, `off_by_one`,
+# `wrong_return`) must be worked out from the statement's expected and actual values:
+# arithmetic the embedded 4-layer model cannot do (bench/agent_curve.py --operators).
+REPAIRABLE = ("arith", "compare", "condition", "swap_args", "drop_stmt")
 
 
 @dataclass
@@ -237,8 +242,9 @@ class Planted:
     failing: list[tuple[str, str, tuple, object, object]]  # (node, fn, args, expected, got)
 
 
-def plant_bugs(repo: Repo, max_distance: int) -> list[Planted]:
-    """Every mutation within ``max_distance`` calls of a tested top that a visible test catches."""
+def plant_bugs(repo: Repo, max_distance: int, operators=None) -> list[Planted]:
+    """Every mutation within ``max_distance`` calls of a tested top that a visible test
+    catches, of the given mutation ``operators`` (default: all of mutate.OPERATORS)."""
     out = []
     seen_code: set[str] = set()
     for chain in repo.chains:
@@ -248,6 +254,8 @@ def plant_bugs(repo: Repo, max_distance: int) -> list[Planted]:
             path = repo.module_path(fn.module)
             src = repo.files[path]
             for m in find_mutations(src, {fn.name}):
+                if operators is not None and m.operator not in operators:
+                    continue
                 buggy = apply_mutation(src, m)
                 if buggy in seen_code:
                     continue  # two operators that write the same code are one bug
@@ -357,12 +365,16 @@ def generate_repo_tasks(
     max_depth: int = 3,
     max_distance: int = 2,
     tasks_per_repo: int = 3,
+    operators: tuple[str, ...] | list[str] | None = None,
 ) -> tuple[list[Task], dict[str, dict[str, str]]]:
     """``n`` repository tasks and the pristine trees they stand on (sha -> files).
 
     Repository ``i`` of seed ``s`` is generated from the string ``"s:i"``, so two seeds
     never share a repository (the held-out sets are other seeds), and the output is
-    the same on every machine for the same arguments."""
+    the same on every machine for the same arguments. ``operators`` (e.g. ``REPAIRABLE``)
+    limits the planted bugs' kinds; None plants any of ``mutate.OPERATORS``."""
+    if operators is not None and (not operators or set(operators) - set(OPERATORS)):
+        raise ValueError(f"operators must be a non-empty subset of {OPERATORS}: {operators}")
     if not 2 <= min_modules <= max_modules <= len(MODULES):
         raise ValueError(f"modules must satisfy 2 <= min <= max <= {len(MODULES)}")
     tasks: list[Task] = []
@@ -375,7 +387,8 @@ def generate_repo_tasks(
         rng = random.Random(hashlib.sha256(repo_seed.encode()).hexdigest())
         repo = generate_repo(repo_seed, rng.randint(min_modules, max_modules), max_depth)
         sha = files_hash(repo.files)
-        chosen = _pick(plant_bugs(repo, max_distance), min(tasks_per_repo, n - len(tasks)), rng)
+        planted = plant_bugs(repo, max_distance, operators)
+        chosen = _pick(planted, min(tasks_per_repo, n - len(tasks)), rng)
         if chosen:
             trees[sha] = repo.files
         for j, p in enumerate(chosen):
