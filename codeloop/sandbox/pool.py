@@ -1,22 +1,20 @@
 """Parent side of the zygote protocol, and the worker pool every backend shares.
 
-A ``Zygote`` is one warm interpreter (a process, or a process inside a container) that
-answers framed job requests. ``PoolExecutor`` keeps one zygote per worker slot and judges
-jobs on a thread pool; with ``fresh_per_job`` it starts a new zygote for every job (the
-plain ``subprocess`` backend). Our own faults (a zygote that dies, hangs or reports a
-fault, or the host's OOM killer taking the job) are never a model-code status: the slot
-gets a fresh zygote and the job is re-run once; a second fault raises SandboxError.
+A ``Zygote`` is one warm interpreter (a process, or one inside a container) answering framed
+job requests. ``PoolExecutor`` keeps one zygote per worker slot and judges jobs on a thread
+pool (``fresh_per_job``: a new zygote per job, the ``subprocess`` backend). Our own faults (a
+zygote that dies, hangs or reports a fault, the host's OOM killer taking the job) are never
+a model-code status: the slot gets a fresh zygote, the job is re-run once, then SandboxError.
 
 Every slot's children run as a uid leased host-wide for the executor's lifetime (an
-exclusive ``flock`` on a lock file per uid), so no two executors, in one process or in
-several, ever share a uid: the per-job ``kill(-1)`` as that uid and its RLIMIT_NPROC count
-reach only that slot's own job. A slot's ``Lane`` queues a second job in the zygote's pipe,
-but the zygote runs one job at a time and kills and sweeps each before reading the next, so
-a uid is never shared by two running jobs.
+exclusive ``flock`` per uid), so no two executors ever share a uid: the per-job ``kill(-1)``
+as that uid and its RLIMIT_NPROC count reach only that slot's job. A slot's ``Lane`` queues
+a second job in the zygote's pipe, but the zygote runs, kills and sweeps one job at a time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import marshal
 import os
@@ -102,7 +100,7 @@ class Zygote:
                                          stderr=self.stderr, env=env, start_new_session=True)  # fmt: skip
         except OSError as exc:
             raise SandboxError(f"cannot start zygote {argv[0]}: {exc}") from exc
-        self.info = self._recv(start_timeout)
+        self.info = self.recv(start_timeout)
         if "seal_error" in self.info:
             self.close()
             raise SandboxError(
@@ -126,7 +124,8 @@ class Zygote:
             buf += chunk
         return buf
 
-    def _recv(self, timeout: float) -> dict:
+    def recv(self, timeout: float) -> dict:
+        """The next frame: the answer to the oldest job not yet answered (first: the probe)."""
         deadline = time.monotonic() + timeout
         size = struct.unpack(">I", self._read_exact(4, deadline))[0]
         return marshal.loads(self._read_exact(size, deadline))
@@ -143,10 +142,8 @@ class Zygote:
         """PID (in our namespace) of the zygote itself, below a possible ``unshare``."""
         pid = self.proc.pid
         if self.info.get("pid1"):
-            try:
+            with contextlib.suppress(OSError, IndexError, ValueError):
                 pid = int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
-            except (OSError, IndexError, ValueError):
-                pass
         return pid
 
     def send(self, job: dict) -> None:
@@ -159,19 +156,13 @@ class Zygote:
         except (OSError, ValueError) as exc:
             raise SandboxError(f"zygote is gone: {exc}{self._tail()}") from exc
 
-    def recv(self, timeout: float) -> dict:
-        """The answer to the oldest job not yet answered."""
-        return self._recv(timeout)
-
     def request(self, job: dict, timeout: float) -> dict:
         self.send(job)
         return self.recv(timeout)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self.proc.stdin.close()
-        except (OSError, ValueError):
-            pass
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -230,12 +221,11 @@ class Lane:
 class PoolExecutor:
     """Executor over N zygote slots; ``spawn(slot)`` makes a zygote for a slot.
 
-    With ``drop_uid`` (and root) each slot leases its own host-wide uid (``self.uids``).
-    Each slot is a ``Lane`` taking ``DEPTH`` jobs at once (1 with ``fresh_per_job``).
-    Every zygote's start-up probe becomes an ``Isolation``; ``self.isolation`` is the first
-    one's, and with ``enforce`` a zygote lacking anything in ``cfg.require`` is refused
-    (SandboxError naming what is missing), so a sandbox never runs weaker than required.
-    ``leased``: (uids, their lock fds) leased already, one per slot; the executor owns them.
+    With ``drop_uid`` (and root) each slot leases its own host-wide uid (``self.uids``);
+    ``leased``: (uids, lock fds) leased already, one per slot, now the executor's. Each slot
+    is a ``Lane`` taking ``DEPTH`` jobs at once (1 with ``fresh_per_job``). Each zygote's
+    start-up probe is an ``Isolation`` (``self.isolation``: the first one's); with ``enforce``
+    one lacking anything in ``cfg.require`` is refused (SandboxError naming what is missing).
     """
 
     DEPTH = 2
