@@ -19,7 +19,6 @@ import collections
 import decimal
 import fractions
 import json
-import marshal
 import os
 import sys
 
@@ -28,10 +27,6 @@ import sys
 _exec, _eval, _compile, _type, _str, _len = exec, eval, compile, type, str, len
 _loads, _write, _Module = json.loads, os.write, _type(os)
 _open, _callable, _getattr, _setattr = open, callable, getattr, setattr
-_zip, _enumerate = zip, enumerate
-_mloads = marshal.loads
-# the bytecode version of this interpreter (importlib's, loaded before any -S/-I choice)
-_MAGIC = getattr(sys.modules.get("_frozen_importlib_external"), "MAGIC_NUMBER", None)
 _MAX_DEPTH = 64
 _MAX_ITEMS = 200_000
 
@@ -222,13 +217,12 @@ def _run_stdio(compiled, items, emit, out_cap):
         emit(msg)
 
 
-def _run_function(compiled, req, emit, pre=None):
+def _run_function(compiled, req, emit):
     ns = {"__name__": "__solution__", "__builtins__": builtins}
-    setup, holes_pre = (pre[1], pre[2]) if pre else (None, None)
     try:
         _exec(compiled, ns)
         if req.get("setup"):  # imports only (judge.imports_only); other setup never comes here
-            _exec(setup or _compile(req["setup"], "<setup>", "exec"), ns)
+            _exec(_compile(req["setup"], "<setup>", "exec"), ns)
     except BaseException as e:
         emit({"load": "error", "error": _describe(e)})
         return
@@ -236,12 +230,11 @@ def _run_function(compiled, req, emit, pre=None):
     if entry and entry in ns and "candidate" not in ns:
         ns["candidate"] = ns[entry]
     emit({"load": "ok"})
-    for k, (i, holes) in _enumerate(req["items"]):
+    for i, holes in req["items"]:
         values = []
-        codes = holes_pre[k] if holes_pre else [None] * _len(holes)
-        for src, code in _zip(holes, codes):
+        for src in holes:
             try:
-                values.append(_encode(_eval(code or _compile(src, "<test>", "eval"), ns)))
+                values.append(_encode(_eval(_compile(src, "<test>", "eval"), ns)))
             except _Unsupported as e:
                 emit({"i": i, "unsupported": str(e)})
                 break
@@ -320,9 +313,8 @@ def run_job(req, result_fd):
         sys.set_int_max_str_digits(0)
     except AttributeError:
         pass
-    pre = _mloads(req["pre"]) if req.get("pre") and req.get("magic") == _MAGIC else None
-    try:  # the parent's code objects where its bytecode is ours (judge.precompile)
-        compiled = pre[0] if pre else _compile(req["code"], "<solution>", "exec")
+    try:
+        compiled = _compile(req["code"], "<solution>", "exec")
     except (SyntaxError, ValueError) as e:
         emit({"load": "syntax", "error": _describe(e), "line": getattr(e, "lineno", None)})
         return
@@ -333,5 +325,5 @@ def run_job(req, result_fd):
         emit({"load": "ok"})
         _run_stdio(compiled, req["items"], emit, req.get("out_cap", 65536))
     else:
-        _run_function(compiled, req, emit, pre)
+        _run_function(compiled, req, emit)
     emit({"done": True})

@@ -29,7 +29,6 @@ pass, and a missing verdict is a failure.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import marshal
 import signal
@@ -43,8 +42,6 @@ from codeloop.sandbox.values import BadValue, decode, output_matches, short_repr
 
 RESULT_CAP = 8 * 2**20  # bytes of result lines a child may send back
 WALL_CAP_FACTOR = 10.0  # hard wall cap = factor x timeout + 1 s (see wall_cap)
-PRECOMPILE_MAX = 1 << 18  # chars of program compiled here (precompile); a longer one in its child
-MAGIC = importlib.util.MAGIC_NUMBER  # our bytecode's version: the child uses our code only if equal
 
 
 def wall_cap(timeout_s: float) -> float:
@@ -97,44 +94,11 @@ def build_request(
     setup = job.setup_code if job.io_style != "stdio" and imports_only(job.setup_code) else ""
     req = {"code": job.code, "setup": setup, "entry": job.entry_point, "mode": job.io_style,
            "items": items, "out_cap": out_cap, "serve": bool(judged)}  # fmt: skip
-    pre = precompile(req)
-    if pre is not None:
-        req.update(pre=pre, magic=MAGIC)
     out = {"req": req, "timeout": timeout_s, "wall_cap": wall_cap(timeout_s),
            "memory_mb": memory_mb, "out_cap": out_cap, "result_cap": RESULT_CAP}  # fmt: skip
     if judged:
         out["evaluator"] = {"setup": job.setup_code, "entry": job.entry_point, "tests": judged}
     return out
-
-
-def _compiled(src: str, name: str, mode: str):
-    """``src`` compiled as the child compiles it (no __future__ inherited from this module, no
-    -O: the child runs under -I), or None where it does not compile here; the child compiles
-    it then and reports what it says, so an error reads as it always did."""
-    try:
-        return compile(src, name, mode, dont_inherit=True, optimize=0)
-    except Exception:  # SyntaxError, ValueError (NUL, int digits), MemoryError, RecursionError
-        return None
-
-
-def precompile(req: dict) -> bytes | None:
-    """The child request's code objects (program, setup, each hole), marshalled; None: the
-    child compiles the sources. Why: a child's first compile writes ~250 pages (the parser's
-    arenas), each a copy-on-write fault after the fork, ~1 ms a job: 3x the rest of a small
-    job's child. Compiling runs no code, and the child checks MAGIC before it uses these."""
-    if len(req["code"]) > PRECOMPILE_MAX:
-        return None
-    code = _compiled(req["code"], "<solution>", "exec")
-    if code is None:
-        return None
-    setup = _compiled(req["setup"], "<setup>", "exec") if req["setup"] else None
-    holes = [] if req["mode"] == "stdio" else [
-        [_compiled(src, "<test>", "eval") for src in srcs] for _, srcs in req["items"]
-    ]  # fmt: skip
-    try:
-        return marshal.dumps((code, setup, holes), 4)
-    except ValueError:
-        return None
 
 
 def _frame(obj: dict) -> bytes:
