@@ -39,6 +39,11 @@ class PolicyInitConfig(_Section):
     n_head: int = Field(4, ge=1, le=64, description="Attention heads per block.")
     n_embd: int = Field(128, ge=16, le=4096, description="Hidden size (divisible by n_head).")
     n_positions: int = Field(1024, ge=128, le=8192, description="Maximum context in tokens.")
+    arch: Literal["gpt2", "llama"] = Field(
+        "gpt2",
+        description="The tiny model's architecture: gpt2 (learned absolute positions) or llama "
+        "(rotary positions, SwiGLU, RMSNorm; same width, depth and heads).",
+    )
 
 
 class SftConfig(_Section):

@@ -26,9 +26,27 @@ def tasks():
     return generate_tasks(30, seed=11, max_depth=2)
 
 
-@pytest.fixture(scope="module")
-def policy(tasks):
-    return build_embedded(_params(), tasks)
+@pytest.fixture(scope="module", params=["gpt2", "llama"])
+def policy(request, tasks):
+    """Every policy test runs on both embedded architectures (policy_init.arch)."""
+    return build_embedded(
+        Params(policy_init=TINY.model_copy(update={"arch": request.param})), tasks
+    )
+
+
+def test_the_llama_arch_builds_a_rotary_model_of_the_configured_size(tasks):
+    cfg = TINY.model_copy(update={"arch": "llama"})
+    model = build_embedded(Params(policy_init=cfg), tasks).model
+    assert type(model).__name__ == "LlamaForCausalLM"
+    c = model.config
+    assert (c.num_hidden_layers, c.num_attention_heads, c.hidden_size) == (1, 2, 32)
+    assert c.max_position_embeddings == 256 and c.tie_word_embeddings
+    assert not any("wpe" in name or "position" in name for name, _ in model.named_parameters())
+
+
+def test_an_unknown_arch_is_refused_with_the_key_named():
+    with pytest.raises(ValueError, match="arch"):
+        PolicyInitConfig(arch="mamba")
 
 
 def test_init_policy_writes_a_loadable_checkpoint_with_its_version(tmp_path, tasks):

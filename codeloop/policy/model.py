@@ -342,6 +342,8 @@ def build_embedded(params, tasks: list[Task], extra_texts: list[str] | None = No
         raise ValueError("policy_init: no tasks to train the tokenizer on")
     torch.manual_seed(cfg.seed)
     tok = train_tokenizer(tasks, cfg.vocab_size, extra_texts)
+    if cfg.arch == "llama":
+        return Policy(_embedded_llama(cfg, tok), tok, name="codeloop-embedded-llama")
     gcfg = GPT2Config(
         vocab_size=len(tok),
         n_positions=cfg.n_positions,
@@ -358,6 +360,29 @@ def build_embedded(params, tasks: list[Task], extra_texts: list[str] | None = No
         attn_pdrop=0.0,
     )
     return Policy(GPT2LMHeadModel(gcfg), tok, name="codeloop-embedded-gpt2")
+
+
+def _embedded_llama(cfg, tok):
+    """The tiny model with rotary positions: attention by relative offset, which a head that
+    copies the token after an earlier match (the edit's old text from the file it read) needs;
+    GPT-2's learned absolute positions left that at chance on digits (bench/agent_curve.py)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    lcfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=cfg.n_embd,
+        intermediate_size=-(-8 * cfg.n_embd // 3 // 32) * 32,  # SwiGLU at GPT-2's MLP size
+        num_hidden_layers=cfg.n_layer,
+        num_attention_heads=cfg.n_head,
+        num_key_value_heads=cfg.n_head,
+        max_position_embeddings=cfg.n_positions,
+        tie_word_embeddings=True,
+        bos_token_id=tok.eos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        attention_dropout=0.0,  # (no dropout: see GPT-2's above)
+    )
+    return LlamaForCausalLM(lcfg)
 
 
 def load_pretrained(name_or_path: str) -> Policy:
