@@ -95,6 +95,12 @@ def _args() -> argparse.Namespace:
     )
     ap.add_argument("--temperature", type=float, default=0.7, help="rollout T (0: params)")
     ap.add_argument("--pool", type=int, default=24, help="repo tasks rolled out per iteration")
+    ap.add_argument(
+        "--arch",
+        choices=["gpt2", "llama"],
+        default="llama",
+        help="policy_init.arch of the SFT model (gpt2 copied an edit's digits at chance: 0.156)",
+    )
     ap.add_argument("--functions", type=int, default=600, help="function tasks for SFT")
     ap.add_argument("--sft-steps", type=int, default=1000)
     ap.add_argument("--agent-fraction", type=float, default=0.7)
@@ -204,7 +210,8 @@ def main() -> int:
     over = dict(kv.split("=", 1) for kv in a.train.split(",")) if a.train else {}
     train_cfg = type(p.train)(**{**p.train.model_dump(), **over})  # validated as params are
     p = p.model_copy(update={"train": train_cfg, "sft": p.sft.model_copy(update={
-        "steps": a.sft_steps, "agent_fraction": a.agent_fraction})})  # fmt: skip
+        "steps": a.sft_steps, "agent_fraction": a.agent_fraction}),
+        "policy_init": p.policy_init.model_copy(update={"arch": a.arch})})  # fmt: skip
     r = p.clean.repo_tasks
     frozen = {k: getattr(r, k) for k in KNOB}
     knob = dict(zip(KNOB, map(int, a.knob.split(",")), strict=True)) if a.knob else frozen
