@@ -40,7 +40,7 @@ class PolicyInitConfig(_Section):
     n_embd: int = Field(128, ge=16, le=4096, description="Hidden size (divisible by n_head).")
     n_positions: int = Field(1024, ge=128, le=8192, description="Maximum context in tokens.")
     arch: Literal["gpt2", "llama"] = Field(
-        "gpt2",
+        "llama",
         description="The tiny model's architecture: gpt2 (learned absolute positions) or llama "
         "(rotary positions, SwiGLU, RMSNorm; same width, depth and heads).",
     )
