@@ -2,8 +2,11 @@
 
 Run: ``.venv/bin/python bench/agent_curve.py [--iterations 12] [--demo-cache DIR] [--out F]``
 (the defaults are the run in metrics/agent_curve.csv: 2,000 expert demos, 1,000 SFT steps at
-agent fraction 0.7, then GRPO with RFT on resolved episodes over a pool SFT never saw;
-~18 min of SFT and ~100 s an iteration on the 2 shared cores)
+agent fraction 0.7 of the llama-architecture tiny model, then GRPO with RFT on resolved
+episodes over a pool SFT never saw; ~16 min of SFT and 100-200 s an iteration on the 2
+shared cores. metrics/agent_curve_gpt2.csv is the same run with ``--arch gpt2``: its SFT
+policy resolved 0.156 of the held-out repos, as it copied an edit's digits at chance,
+bench/agent_copy.py; llama's 0.367)
 
 Everything is the library the stages call, in process: synthetic repositories
 (``codeloop.data.repos.synth``: training repos from seed 0, held-out repos from seed 1000,
