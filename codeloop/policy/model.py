@@ -365,7 +365,7 @@ def build_embedded(params, tasks: list[Task], extra_texts: list[str] | None = No
 def _embedded_llama(cfg, tok):
     """The tiny model with rotary positions: attention by relative offset, which a head that
     copies the token after an earlier match (the edit's old text from the file it read) needs;
-    GPT-2's learned absolute positions left that at chance on digits (bench/agent_curve.py)."""
+    GPT-2's learned absolute positions left that at chance on digits (bench/agent_copy.py)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     lcfg = LlamaConfig(

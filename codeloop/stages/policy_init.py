@@ -1,4 +1,4 @@
-"""Stage `policy_init`: the base policy (tokenizer + untrained tiny model of policy_init.arch, or policy.model).
+"""Stage `policy_init`: the base policy (tokenizer + untrained tiny model, or policy.model).
 
 Reads ``policy.model``, ``policy_init.*`` and data/clean/tasks.parquet (the corpus the
 embedded BPE tokenizer is trained on). Writes models/base (HF model + tokenizer +
