@@ -40,7 +40,8 @@ from codeloop.rollout.agent_episodes import agent_envs_root  # noqa: E402
 from codeloop.rollout.demos import expert_demos  # noqa: E402
 from codeloop.sandbox import make_executor  # noqa: E402
 
-KNOB = ("min_modules", "max_modules", "max_depth", "max_distance")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from agent_curve import KNOB  # noqa: E402  (the difficulty knob's keys, one list for both benches)
 
 
 def heldout_demos(params_file: str, n: int) -> list:
