@@ -109,6 +109,12 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--agent-fraction", type=float, default=0.7)
     ap.add_argument("--eval-samples", type=int, default=1)
     ap.add_argument(
+        "--eval-every",
+        type=int,
+        default=1,
+        help="evaluate the held-out set every N iterations (and after the last one)",
+    )
+    ap.add_argument(
         "--train",
         default="",
         help="overrides of params' train section, e.g. lr=0.001,steps=4,rft_steps=8",
@@ -275,9 +281,10 @@ def main() -> int:
                 / max(1, len(ok)),
                 "kl": m.get("kl"), "frac_reward_zero_std": m.get("frac_reward_zero_std"),
                 "rft_examples": m.get("rft_examples"),
-                **_eval(policy, heldout, env, ex, repos, p, a, base),
-                "seconds": round(time.perf_counter() - t0, 1),
             }  # fmt: skip
+            if it % a.eval_every == 0 or it == a.iterations:
+                row.update(_eval(policy, heldout, env, ex, repos, p, a, base))
+            row["seconds"] = round(time.perf_counter() - t0, 1)
             rows.append(row)
             print(_fmt(row), flush=True)
             _write(rows, out)
