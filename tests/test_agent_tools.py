@@ -63,6 +63,21 @@ def test_edit_of_missing_text_is_no_match(ep):
     assert call(ep, "edit", path="calc/ops.py", old="return 42", new="x").error_kind == "no_match"
 
 
+def test_a_failed_edit_shows_the_lines_most_like_its_old_text(ep):
+    obs = call(ep, "edit", path="calc/ops.py", old="    return a - c", new="x")
+    assert obs.error_kind == "no_match"
+    assert obs.output.splitlines()[1:] == ["    5      return a - b"]
+
+
+def test_closest_lines_span_as_many_lines_as_the_old_text():
+    from codeloop.agent.tools import closest_lines
+
+    text = "def f(a):\n    b = a\n    return b\n\ndef g(x):\n    y = x + 1\n    return y\n"
+    assert closest_lines(text, "    y = x - 1\n    return y") == (
+        "    6      y = x + 1\n    7      return y"
+    )
+
+
 def test_edit_of_repeated_text_is_not_unique(ep):
     assert (
         call(ep, "edit", path="calc/ops.py", old="    return", new="x").error_kind == "not_unique"

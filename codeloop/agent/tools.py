@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
 from codeloop.agent.fsops import ToolError, list_tree, read_bytes, split_path, write_bytes
 from codeloop.agent.testrun import TestReport, report_of, test_job
@@ -36,6 +37,7 @@ ARGS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
 INVALID_KINDS = frozenset({"parse_error", "unknown_tool", "bad_args", "outside_workspace",
                            "disabled", "symlink", "episode_over"})  # fmt: skip
 MAX_DEPTH = 8
+HINT_LINES = 12  # most lines of a failed edit's closest window shown
 
 
 @dataclass
@@ -135,7 +137,9 @@ class Tools:
         text = self._text(path)
         n = text.count(old)
         if n == 0:
-            raise ToolError("no_match", f"{path}: old text not found (it must match exactly)")
+            hint = closest_lines(text, old)
+            raise ToolError("no_match", f"{path}: old text not found (it must match exactly)"
+                            + (f"; the closest lines are\n{hint}" if hint else ""))  # fmt: skip
         if n > 1:
             raise ToolError("not_unique", f"{path}: old text found {n} times; add context")
         write_bytes(self.root, path, text.replace(old, new, 1).encode("utf-8"))
@@ -218,3 +222,25 @@ class Tools:
             parts += ["--- pytest output (tail) ---", rep.output_tail]
         kind = "timeout" if rep.status == "timeout" else ""
         return ToolResult("\n".join(parts), error_kind=kind, report=rep, visible_passed=passed)
+
+
+def closest_lines(text: str, old: str) -> str:
+    """The window of ``text`` most like ``old`` (as many lines), numbered as read_file numbers.
+
+    Why: a failed edit's error is where an agent learns to mend it. The tiny policy writes an
+    edit's old text from memory (another repository's names) more often than it copies it,
+    and right after a read it copies well; the window puts the true text one step back, as
+    real harnesses' edit errors do. It shows only what read_file would, so it gives nothing away.
+    """
+    lines = text.splitlines()
+    want = old.strip("\n").splitlines()
+    if not lines or not want:
+        return ""
+    k = min(len(want), len(lines), HINT_LINES)
+    target = "\n".join(want[:k])
+
+    def score(i: int) -> float:
+        return SequenceMatcher(None, "\n".join(lines[i : i + k]), target, autojunk=False).ratio()
+
+    best = max(range(len(lines) - k + 1), key=score)
+    return "\n".join(f"{i + 1:>5}  {lines[i]}" for i in range(best, best + k))
