@@ -17,6 +17,8 @@ from codeloop.config_data import (  # re-exported
     AgentConfig,
     CleanConfig,
     RepoTasksConfig,
+    RetentionConfig,
+    RunnerConfig,
     SourceSpec,
 )
 from codeloop.config_sections import (  # re-exported: codeloop.config is the one entry
@@ -28,10 +30,8 @@ from codeloop.config_sections import (  # re-exported: codeloop.config is the on
     LoraConfig,
     PolicyConfig,
     PolicyInitConfig,
-    RetentionConfig,
     RewardConfig,
     RolloutConfig,
-    RunnerConfig,
     SandboxConfig,
     ScoreConfig,
     SealProperty,

@@ -1,9 +1,12 @@
-"""The clean stage's section models (sources, the repository-task switch, thresholds) and
-the agent environment's (repository tasks), split from config_sections.py only for size; like it, this imports nothing of the domain.
+"""The clean stage's section models (sources, the repository-task switch, thresholds), the
+agent environment's (repository tasks), the archive's retention and the fan-out runner,
+split from config_sections.py only for size; like it, this imports nothing of the domain.
 codeloop.config re-exports them.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -200,4 +203,21 @@ class AgentConfig(_Section):
         "data/clean/envs",
         description="Test environment dirs (pytest and each repository's deps), mounted"
         " read-only at /envs in the sandbox.",
+    )
+
+
+class RetentionConfig(_Section):  # what data/archive/ keeps (codeloop.data.archive)
+    enabled: bool = Field(True, description="Append each promoted night to data/archive/.")
+    sft_reward_threshold: float = Field(1.0, description="Reward >= this: always kept ('sft').")
+    sample_per_stratum: int = Field(8, ge=0, description="Kept per (bucket, terminal_reason).")
+    size_budget_mb: float = Field(512.0, gt=0, description="Past it: over_budget (strip/drop).")
+    over_budget: Literal["drop", "strip"] = Field("strip", description="Rest past budget.")
+    seed: int = Field(0, description="Seed of the stratified sample (mixed with the iteration).")
+
+
+class RunnerConfig(_Section):
+    kind: Literal["threads", "dask", "ray"] = Field("threads", description="Fan-out engine.")
+    address: str = Field("", description="Dask scheduler / Ray address; empty = local cluster.")
+    workers: int = Field(
+        2, ge=1, description="Threads or LocalCluster processes; also rollout/score's chunk count."
     )

@@ -1,7 +1,8 @@
 """The policy: an HF causal LM + tokenizer with batched sampling and a content hash.
 
-`init_policy` builds the embedded default (a BPE tokenizer trained on the task corpus
-and a tiny GPT-2) or loads a hub id / local path; a LoRA checkpoint loads base + adapter.
+`build_embedded` builds the embedded default (a BPE tokenizer trained on the task corpus
+and a tiny Llama- or GPT-2-shaped model; the policy_init stage, ``codeloop.stages.policy_init``,
+also loads a hub id / local path); a LoRA checkpoint loads base + adapter.
 `Policy.generate` samples n completions per prompt in left-padded batches and returns,
 for every generated token, the sampler log-prob under the *temperature-scaled* raw
 logits: log_softmax(logits / T). That is the distribution the GRPO trainer recomputes
@@ -383,42 +384,3 @@ def _embedded_llama(cfg, tok):
         attention_dropout=0.0,  # (no dropout: see GPT-2's above)
     )
     return LlamaForCausalLM(lcfg)
-
-
-def load_pretrained(name_or_path: str) -> Policy:
-    """A hub id (from the local HF cache; set HF_HUB_OFFLINE=1 offline) or a local path."""
-    try:
-        with _LOAD_LOCK:
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-
-            tok = AutoTokenizer.from_pretrained(name_or_path)
-            model = AutoModelForCausalLM.from_pretrained(name_or_path)
-    except OSError as exc:
-        raise ValueError(
-            f"policy.model: cannot load {name_or_path!r} (not a local path and not in the HF "
-            f"cache; this machine may be offline): {exc}"
-        ) from None
-    check_loaded(model, name_or_path)
-    return Policy(model, tok, name=name_or_path)
-
-
-def init_policy(
-    params,
-    tasks_path: str | os.PathLike,
-    out_dir: str | os.PathLike,
-    extra_texts: list[str] | None = None,
-) -> str:
-    """Build (embedded) or load (hub id / path) the base policy on ``policy.device`` and
-    save it into out_dir; returns model_version. extra_texts join the embedded
-    tokenizer's corpus."""
-    from codeloop.io import read_tasks
-
-    set_threads()
-    dev = resolve_device(params.policy.device)  # before any work: a bad device fails fast
-    if params.policy.model == "embedded":
-        policy = build_embedded(params, read_tasks(tasks_path), extra_texts)
-    else:
-        policy = load_pretrained(params.policy.model)
-    policy.model.to(dev)
-    log.info("policy_init: %s on %s", policy.name, policy.device)
-    return policy.save(out_dir)
