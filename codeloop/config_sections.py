@@ -84,6 +84,14 @@ class SftConfig(_Section):
         description="Share of SFT examples that are expert agent episodes on repository "
         "training tasks (scripted expert through the real environment); 0 = none.",
     )
+    slip_fraction: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of expert episodes that first make a wrong edit (another name in "
+        "its old text; kept out of the loss) and mend it from the no_match error's closest "
+        "lines, so the policy learns to recover from a failed edit; 0 = none.",
+    )
     seed: int = Field(0, description="Seed of SFT example order.")
 
 
@@ -384,21 +392,4 @@ class EvaluateConfig(_Section):
     max_tasks_per_set: int = Field(0, ge=0, description="Cap per frozen set; 0 = all.")
     gate_tolerance: float = Field(
         0.02, ge=0, le=1, description="Largest pass@1 drop allowed before promotion is refused."
-    )
-
-
-class RetentionConfig(_Section):  # what data/archive/ keeps (codeloop.data.archive)
-    enabled: bool = Field(True, description="Append each promoted night to data/archive/.")
-    sft_reward_threshold: float = Field(1.0, description="Reward >= this: always kept ('sft').")
-    sample_per_stratum: int = Field(8, ge=0, description="Kept per (bucket, terminal_reason).")
-    size_budget_mb: float = Field(512.0, gt=0, description="Past it: over_budget (strip/drop).")
-    over_budget: Literal["drop", "strip"] = Field("strip", description="Rest past budget.")
-    seed: int = Field(0, description="Seed of the stratified sample (mixed with the iteration).")
-
-
-class RunnerConfig(_Section):
-    kind: Literal["threads", "dask", "ray"] = Field("threads", description="Fan-out engine.")
-    address: str = Field("", description="Dask scheduler / Ray address; empty = local cluster.")
-    workers: int = Field(
-        2, ge=1, description="Threads or LocalCluster processes; also rollout/score's chunk count."
     )

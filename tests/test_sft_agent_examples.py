@@ -74,6 +74,17 @@ def test_sft_agent_batch_labels_are_minus_100_off_the_mask(policy):
     assert [int(x) for x in lab[0]] == [t if m else -100 for t, m in zip(ids, mask, strict=True)]
 
 
+def test_sft_agent_an_experts_slip_is_context_and_never_a_target(policy):
+    slip = {**call_of("edit", path="pkg/a.py", old="return 1", new="return sum(ys)"), "slip": True}
+    steps = [*STEPS[:2], (slip, Observation(output="error: no match", error_kind="no_match")),
+             *STEPS[2:]]  # fmt: skip
+    ((ids, mask),) = agent_examples(policy, [(TASK, steps)], 512)
+    fmt = CompactAgentFormat(policy.tokenizer)
+    targets = [fmt.parse(policy.tokenizer.decode(p)) for p in _pieces(ids, mask, 1)]
+    context = "".join(policy.tokenizer.decode(p) for p in _pieces(ids, mask, 0))
+    assert targets == [c for c, _ in STEPS] and "sum(ys)" in context
+
+
 def test_sft_agent_an_episode_longer_than_max_len_is_skipped(policy):
     assert agent_examples(policy, [(TASK, STEPS)], 20) == []
 

@@ -69,7 +69,8 @@ def agent_examples(policy: Policy, demos: list, max_len: int) -> list[tuple[list
     """(token ids, loss mask) per demonstration episode that fits max_len.
 
     demos: (task, [(call, Observation), ...]) pairs; the ids are built piece by piece in
-    the agent format, as `codeloop.rollout.agent_episodes` builds a rollout's.
+    the agent format, as `codeloop.rollout.agent_episodes` builds a rollout's. A call
+    marked ``"slip"`` (the expert's deliberate wrong edit) is context, never a target.
     """
     from codeloop.policy.agent_format import agent_format_for
 
@@ -80,7 +81,7 @@ def agent_examples(policy: Policy, demos: list, max_len: int) -> list[tuple[list
         mask = [0] * len(ids)
         for k, (call, obs) in enumerate(steps):
             c = fmt.call_ids(task, call)
-            ids, mask = ids + c, mask + [1] * len(c)
+            ids, mask = ids + c, mask + [int(not call.get("slip"))] * len(c)
             if k + 1 < len(steps):  # nothing follows the last call (submit)
                 o = fmt.observation_ids(task, obs)
                 ids, mask = ids + o, mask + [0] * len(o)

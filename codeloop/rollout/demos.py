@@ -7,8 +7,9 @@ calls with the observations the environment really returned. SFT renders them in
 agent's exact token format (``codeloop.policy.sft.agent_examples``), so the model learns
 from the same observation text it will read in rollout, never from a hand-written one.
 
-A demonstration is kept only when every call succeeded (no error kind) and it ends
-with an accepted ``submit``; the others are counted (an expert that fails on a task is
+A demonstration is kept only when every call succeeded (no error kind) but its slips
+(calls marked ``"slip"``, which must fail with ``no_match``) and it ends with an accepted
+``submit``; the others are counted (an expert that fails on a task is
 a data bug worth seeing in metrics/sft.json, not a lesson to teach).
 """
 
@@ -49,7 +50,9 @@ def _reject_reason(steps: list[tuple[dict, Observation]]) -> str:
     if not steps:
         return "no_calls"
     for call, obs in steps:
-        if obs.error_kind:
+        if call.get("slip") and obs.error_kind != "no_match":
+            return f"slip:{obs.error_kind or 'matched'}"
+        if obs.error_kind and not call.get("slip"):
             return f"{call.get('tool')}:{obs.error_kind}"
     if steps[-1][0].get("tool") != "submit":
         return "no_submit"

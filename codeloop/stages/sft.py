@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 def collect_demos(params: Params, paths: Paths, tasks: list[Task]) -> tuple[list, dict]:
     """Expert episodes on the repo training tasks, through the real environment."""
     from codeloop.agent.env import AgentEnv
-    from codeloop.data.repos.expert import expert_calls
+    from codeloop.data.repos.expert import expert_calls, slipped
     from codeloop.rollout.agent_episodes import agent_envs_root
     from codeloop.rollout.demos import expert_demos
     from codeloop.sandbox import make_executor
@@ -39,7 +39,10 @@ def collect_demos(params: Params, paths: Paths, tasks: list[Task]) -> tuple[list
     cfg = params.agent.model_copy(update={"max_steps": 500})
     env = AgentEnv(executor, cfg, str(paths.repos_dir))
     try:
-        demos, report = expert_demos(tasks, env, lambda t: expert_calls(t, paths.repos_dir))
+        frac = params.sft.slip_fraction
+        demos, report = expert_demos(
+            tasks, env, lambda t: expert_calls(t, paths.repos_dir, slip=slipped(t, frac))
+        )
     finally:
         getattr(env, "close", lambda: None)()
         executor.close()

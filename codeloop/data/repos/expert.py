@@ -9,16 +9,31 @@ expert that edits code it never read teaches a model to invent the text it repla
 (SFT'd policies did exactly that on cross-module tasks).
 The agentloop stage plays these calls through the real environment to record real
 observations; nothing here fakes one.
+
+With ``slip=True`` the first edit is preceded by a wrong one (``"slip": True``): its old
+text names another function, the way the tiny policy's own failed edits do, so the
+environment answers ``no_match`` with the closest lines and the right edit follows, copied
+from them. SFT keeps the slip out of the loss (``codeloop.policy.sft.agent_examples``):
+the lesson is the mending, never the mistake.
 """
 
 from __future__ import annotations
 
+import hashlib
+import keyword
+import random
 import re
 from pathlib import Path
 
 from codeloop.data.repos.diffs import apply_file_diff, hunks, split_files
 from codeloop.data.repos.store import snapshot_path
 from codeloop.schema import Task
+
+# Names a slip puts in place of one in the edit: the synthetic vocabulary (synth.VERBS x
+# synth.NOUNS) is what the policy invents from memory; a fixed list keeps expert.py off synth.
+SLIP_NAMES = tuple(f"{v}_{n}" for v in ("scale", "shift", "count", "mix", "step", "trim")
+                   for n in ("price", "item", "level", "total", "value", "rate"))  # fmt: skip
+_IDENT = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
 
 
 def _buggy_text(task: Task, repos_dir: str | Path, path: str) -> str:
@@ -68,11 +83,36 @@ def _module_of(node_id: str, task: Task) -> str:
     return task.metadata.get("symptom_path") or node_id.split("::", 1)[0]
 
 
-def expert_calls(task: Task, repos_dir: str | Path | None = None) -> list[dict]:
+def slipped(task: Task, fraction: float) -> bool:
+    """Whether ``task``'s demonstration slips: a fixed share by a hash of its id."""
+    digest = hashlib.sha256(f"slip:{task.task_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < fraction
+
+
+def _slip(task: Task, call: dict, base: str | None) -> dict | None:
+    """A wrong version of an edit: one name in old (and new) swapped for another, chosen so
+    that the wrong old occurs nowhere in the file (None when no such swap exists)."""
+    args = call["args"]
+    names = [m for m in _IDENT.findall(args["old"]) if not keyword.iskeyword(m)]
+    if not names or base is None:
+        return None
+    rng = random.Random(f"slip:{task.task_id}")
+    # a name of the x_y shape first: those are the ones the policy gets wrong
+    name = rng.choice([n for n in names if "_" in n.strip("_")] or names)
+    for other in rng.sample(SLIP_NAMES, len(SLIP_NAMES)):
+        swap = re.compile(rf"\b{re.escape(name)}\b")
+        old, new = swap.sub(other, args["old"], 1), swap.sub(other, args["new"], 1)
+        if other != name and old not in base:
+            return {"tool": "edit", "args": {**args, "old": old, "new": new}, "slip": True}
+    return None
+
+
+def expert_calls(task: Task, repos_dir: str | Path | None = None, slip: bool = False) -> list[dict]:
     """Tool calls ``{"tool": ..., "args": {...}}`` that solve ``task`` with its reference patch.
 
     With ``repos_dir`` the edits are the smallest unique ones (the base file is read from
-    the snapshot); without it each edit replaces a whole hunk of the patch."""
+    the snapshot); without it each edit replaces a whole hunk of the patch. ``slip``: the
+    first edit is preceded by a wrong one (module docstring)."""
     files = split_files(task.patch)
     if not files:
         raise ValueError(f"task {task.task_id}: reference patch names no file")
@@ -87,7 +127,11 @@ def expert_calls(task: Task, repos_dir: str | Path | None = None) -> list[dict]:
         base = _buggy_text(task, repos_dir, path) if repos_dir is not None else None
         for hunk in hunks(lines):
             old, new = _edit_strings(hunk, base)
-            calls.append({"tool": "edit", "args": {"path": path, "old": old, "new": new}})
+            edit = {"tool": "edit", "args": {"path": path, "old": old, "new": new}}
+            wrong = (
+                _slip(task, edit, base) if slip and not any(c.get("slip") for c in calls) else None
+            )
+            calls += [wrong, edit] if wrong else [edit]
     calls.append({"tool": "run_tests", "args": {}})
     calls.append({"tool": "submit", "args": {}})
     return calls
