@@ -44,7 +44,7 @@ from codeloop.agent.env import AgentEnv  # noqa: E402
 from codeloop.agent.judge import judge_many  # noqa: E402
 from codeloop.config import load_params  # noqa: E402
 from codeloop.data.generator import generate_tasks  # noqa: E402
-from codeloop.data.repos.expert import expert_calls  # noqa: E402
+from codeloop.data.repos.expert import expert_calls, slipped  # noqa: E402
 from codeloop.data.repos.store import store_files  # noqa: E402
 from codeloop.data.repos.synth import REPAIRABLE, generate_repo_tasks  # noqa: E402
 from codeloop.evaluate.agent_metrics import (  # noqa: E402
@@ -107,6 +107,12 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--functions", type=int, default=600, help="function tasks for SFT")
     ap.add_argument("--sft-steps", type=int, default=1000)
     ap.add_argument("--agent-fraction", type=float, default=0.7)
+    ap.add_argument(
+        "--slip-fraction",
+        type=float,
+        default=-1.0,
+        help="sft.slip_fraction: demos that mend a wrong edit (negative: params)",
+    )
     ap.add_argument("--eval-samples", type=int, default=1)
     ap.add_argument(
         "--eval-every",
@@ -184,23 +190,36 @@ def _demos(a, p, ex, repos, train):
     """The expert's episodes on the training tasks; those --demo-cache already holds are
     read from it (the same task gives the same episode: the environment is deterministic)."""
 
-    def key(t) -> str:
-        return hashlib.sha256(json.dumps([t.task_id, t.snapshot, t.patch]).encode()).hexdigest()
+    frac = p.sft.slip_fraction
+
+    def key(t, slip: bool) -> str:
+        # a slipped demo differs from the plain one; the plain key stays as it was (old caches)
+        tag = ["slip"] if slip else []
+        return hashlib.sha256(
+            json.dumps([t.task_id, t.snapshot, t.patch, *tag]).encode()
+        ).hexdigest()
+
+    def want(t) -> str:
+        return key(t, slipped(t, frac))
 
     cached: dict = {}
     cache = Path(a.demo_cache) if a.demo_cache else None
     for f in sorted(cache.glob("demos-*.pkl")) if cache and cache.exists() else []:
         kept, _ = pickle.loads(f.read_bytes())
-        cached.update({key(t): (t, st) for t, st in kept})
-    todo = [t for t in train if key(t) not in cached]
+        cached.update({key(t, any(c.get("slip") for c, _ in st)): (t, st) for t, st in kept})
+    todo = [t for t in train if want(t) not in cached]
     demo_env = AgentEnv(ex, p.agent.model_copy(update={"max_steps": 500}), repos)
-    new, report = expert_demos(todo, demo_env, lambda t: expert_calls(t, repos))
+    new, report = expert_demos(
+        todo, demo_env, lambda t: expert_calls(t, repos, slip=slipped(t, frac))
+    )
     if cache is not None and new:
         cache.mkdir(parents=True, exist_ok=True)
-        (cache / f"demos-{key(todo[0])[:16]}.pkl").write_bytes(pickle.dumps((new, report)))
-    cached.update({key(t): (t, st) for t, st in new})
-    demos = [cached[key(t)] for t in train if key(t) in cached]
-    report = {**report, "demos": len(demos), "from_cache": len(train) - len(todo)}
+        (cache / f"demos-{want(todo[0])[:16]}.pkl").write_bytes(pickle.dumps((new, report)))
+    # a task whose edit has no name to swap gets its plain demo even when it was to slip
+    cached.update({want(t): (t, st) for t, st in new})
+    demos = [cached[want(t)] for t in train if want(t) in cached]
+    slips = sum(any(c.get("slip") for c, _ in st) for _, st in demos)
+    report = {**report, "demos": len(demos), "slipped": slips, "from_cache": len(train) - len(todo)}
     return demos, report
 
 
@@ -219,7 +238,8 @@ def main() -> int:
     over = dict(kv.split("=", 1) for kv in a.train.split(",")) if a.train else {}
     train_cfg = type(p.train)(**{**p.train.model_dump(), **over})  # validated as params are
     p = p.model_copy(update={"train": train_cfg, "sft": p.sft.model_copy(update={
-        "steps": a.sft_steps, "agent_fraction": a.agent_fraction}),
+        "steps": a.sft_steps, "agent_fraction": a.agent_fraction,
+        **({"slip_fraction": a.slip_fraction} if a.slip_fraction >= 0 else {})}),
         "policy_init": p.policy_init.model_copy(update={"arch": a.arch})})  # fmt: skip
     r = p.clean.repo_tasks
     frozen = {k: getattr(r, k) for k in KNOB}
