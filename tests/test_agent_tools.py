@@ -78,6 +78,14 @@ def test_closest_lines_span_as_many_lines_as_the_old_text():
     )
 
 
+def test_closest_lines_show_at_most_a_dozen_lines_however_long_the_old_text():
+    from codeloop.agent.tools import HINT_LINES, closest_lines
+
+    text = "\n".join(f"v{i} = {i}" for i in range(3000))
+    shown = closest_lines(text, "\n".join(f"v{i} = {i + 1}" for i in range(100, 160)))
+    assert len(shown.splitlines()) == HINT_LINES and shown.split()[0] == "101"
+
+
 def test_edit_of_repeated_text_is_not_unique(ep):
     assert (
         call(ep, "edit", path="calc/ops.py", old="    return", new="x").error_kind == "not_unique"

@@ -38,6 +38,7 @@ INVALID_KINDS = frozenset({"parse_error", "unknown_tool", "bad_args", "outside_w
                            "disabled", "symlink", "episode_over"})  # fmt: skip
 MAX_DEPTH = 8
 HINT_LINES = 12  # most lines of a failed edit's closest window shown
+HINT_SCAN_LINES, HINT_LINE_CHARS, HINT_CANDIDATES = 5000, 200, 16  # its bounded search (why: there)
 
 
 @dataclass
@@ -230,17 +231,27 @@ def closest_lines(text: str, old: str) -> str:
     Why: a failed edit's error is where an agent learns to mend it. The tiny policy writes an
     edit's old text from memory (another repository's names) more often than it copies it,
     and right after a read it copies well; the window puts the true text one step back, as
-    real harnesses' edit errors do. It shows only what read_file would, so it gives nothing away.
+    real harnesses' edit errors do. It shows only what read_file would, so it gives nothing
+    away. Its cost is bounded whatever the file and the old text (they are the model's): a
+    cheap per-line score picks a few starts, and only those windows get the full comparison.
     """
     lines = text.splitlines()
     want = old.strip("\n").splitlines()
     if not lines or not want:
         return ""
     k = min(len(want), len(lines), HINT_LINES)
-    target = "\n".join(want[:k])
+    cut = [x[:HINT_LINE_CHARS] for x in lines[: HINT_SCAN_LINES + k]]
+    target = "\n".join(x[:HINT_LINE_CHARS] for x in want[:k])
+    head = SequenceMatcher(None, b=want[0][:HINT_LINE_CHARS], autojunk=False)
 
-    def score(i: int) -> float:
-        return SequenceMatcher(None, "\n".join(lines[i : i + k]), target, autojunk=False).ratio()
+    def quick(i: int) -> float:
+        head.set_seq1(cut[i])
+        return head.quick_ratio()
 
-    best = max(range(len(lines) - k + 1), key=score)
+    starts = sorted(range(len(cut) - k + 1), key=lambda i: (-quick(i), i))[:HINT_CANDIDATES]
+
+    def full(i: int) -> tuple[float, int]:
+        return SequenceMatcher(None, "\n".join(cut[i : i + k]), target, autojunk=False).ratio(), -i
+
+    best = max(starts, key=full)
     return "\n".join(f"{i + 1:>5}  {lines[i]}" for i in range(best, best + k))
