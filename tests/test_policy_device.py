@@ -41,13 +41,17 @@ class _Records(logging.Handler):
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
-    """Every stage run in-process on tiny params, with the policy module's log per stage."""
+    """Every stage run in-process on tiny params, with the log per stage of the modules that
+    place a policy (loading: the policy module; building: the policy_init stage)."""
     root = tmp_path_factory.mktemp("ws")
     params = Params.model_validate({**TINY, "score": {"replay_sample": 0}})
-    logger = logging.getLogger("codeloop.policy.model")
-    handler, level = _Records(), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
+    loggers = [
+        logging.getLogger(n) for n in ("codeloop.policy.model", "codeloop.stages.policy_init")
+    ]
+    handler, levels = _Records(), [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.setLevel(logging.INFO)
     try:
         for stage in PIPELINE:
             handler.stage = _name(stage)
@@ -56,8 +60,9 @@ def workspace(tmp_path_factory):
             else:
                 stage.run(params, Paths(root))
     finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.removeHandler(handler)
+            lg.setLevel(level)
     return root, params, handler.by_stage
 
 
