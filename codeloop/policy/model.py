@@ -18,7 +18,7 @@ functions while it loads (``PreTrainedModel.tie_weights``, ``torch.nn.init.*``) 
 restores what it saw on entry. Two loads that overlap in threads restore each other's
 patches, leaving ``tie_weights`` a no-op for the rest of the process: every later load
 keeps ``lm_head`` untied on the meta device or uninitialised (garbage, NaN). All loads
-here hold ``_LOAD_LOCK``, and a loaded model is checked (no meta tensors, tied embeddings
+here hold ``LOAD_LOCK``, and a loaded model is checked (no meta tensors, tied embeddings
 tied) before anyone samples from it. Where it runs: ``policy.device`` (codeloop.policy.device).
 """
 
@@ -44,7 +44,7 @@ VERSION_FILE = "model_version.txt"
 # may sit beside them without changing the version.
 _HASHED_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model", ".jinja")
 log = logging.getLogger(__name__)
-_LOAD_LOCK = threading.Lock()  # one from_pretrained at a time per process (see above)
+LOAD_LOCK = threading.Lock()  # one from_pretrained at a time per process; every loader holds it
 
 
 def set_threads() -> int:
@@ -134,7 +134,7 @@ class Policy:
         extra = load_kwargs(quantize or "none")
         if extra and dev is not None:  # bitsandbytes quantizes as it places, on dev
             extra["device_map"] = {"": dev}
-        with _LOAD_LOCK:  # the lazy transformers import is not thread-safe either
+        with LOAD_LOCK:  # the lazy transformers import is not thread-safe either
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
@@ -159,7 +159,7 @@ class Policy:
 
         base_dir = base_dir_of(path)
         base = cls.load(base_dir, quantize or recorded_quantize(path), str(dev) if dev else None)
-        with _LOAD_LOCK:
+        with LOAD_LOCK:
             from transformers import AutoTokenizer
 
             model = attach_adapter(base.model, base.model_version, path, base_dir)

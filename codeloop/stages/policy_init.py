@@ -18,7 +18,7 @@ from codeloop.config import Params
 from codeloop.io import read_tasks
 from codeloop.paths import Paths
 from codeloop.policy.device import resolve_device
-from codeloop.policy.model import _LOAD_LOCK, Policy, build_embedded, check_loaded, set_threads
+from codeloop.policy.model import LOAD_LOCK, Policy, build_embedded, check_loaded, set_threads
 from codeloop.stages import Step, call
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
 def load_pretrained(name_or_path: str) -> Policy:
     """A hub id (from the local HF cache; set HF_HUB_OFFLINE=1 offline) or a local path."""
     try:
-        with _LOAD_LOCK:
+        with LOAD_LOCK:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             tok = AutoTokenizer.from_pretrained(name_or_path)
