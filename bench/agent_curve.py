@@ -8,11 +8,12 @@ in params.yaml: lr 2e-4, 2 steps, RFT on resolved episodes) with 64 tasks an ite
 pool of 1,280 that SFT never saw, 360 held-out tasks evaluated every 5 iterations; ~15 min of
 SFT and 250-450 s an iteration on the 2 shared cores. That run's SFT policy resolved 0.419 of
 the held-out repos; +0.047 +- 0.018 (paired) after 5 iterations, +0.050 +- 0.019 after 10,
-+0.061 +- 0.019 after 15 (the session ended in iteration 17). What one update sees matters:
-metrics/agent_curve_pool24.csv is 24 tasks an iteration (flat: +0.017 +-
-0.020 after 20), and metrics/agent_curve_variants.csv holds runs where larger steps on 24
-tasks (lr 1e-3 x4 steps, or LoRA r16 at lr 3e-3) fell 0.02-0.14 by iteration 5: the tiny
-model memorises the trained repositories' names and writes them into unseen repos' edits.
++0.061 +- 0.019 after 15 (the session ended in iteration 17). A rerun from a fresh SFT (run r1
+in metrics/agent_curve_variants.csv): +0.036 +- 0.017 and +0.058 +- 0.019 after 5 and 10.
+What one update sees matters: metrics/agent_curve_pool24.csv is 24 tasks an iteration (flat:
++0.017 +- 0.020 after 20), and runs a1, b1, c2 of agent_curve_variants.csv took larger steps
+on 24 tasks (lr 1e-3 x4 steps, or LoRA r16 at lr 3e-3) and fell 0.02-0.14 by iteration 5: the
+tiny model learns the trained repositories' names and writes them into unseen repos' edits.
 metrics/agent_curve_gpt2.csv is ``--arch gpt2``: 0.156, as it copied an edit's digits at
 chance, bench/agent_copy.py)
 
@@ -26,10 +27,11 @@ repo tasks, scoring by the trusted judge with reward v3 (``codeloop.rewards.repo
 ``train_grpo`` update, and evaluation of the held-out tasks at ``evaluate.temperature``:
 resolved rate (judge on the final diff) with its SE over tasks and the paired per-task
 change since the SFT policy, plus average steps, tool-call success rate and the share of
-episodes that ran the tests before submitting. Every seed is fixed, yet SFT on the 2 cores
-is not bit-reproducible (the same settings gave SFT policies at 0.35-0.42 across sessions):
-compare iterations within one run. The baseline in the same run is iteration 0 (the SFT
-policy); a rise counts only beyond two paired standard errors.
+episodes that ran the tests before submitting. Every seed is fixed; r1's SFT policy was the
+committed run's bit for bit, yet their GRPO iterations drift apart (cause not found), and the
+2,000-demo SFT gave 0.35 and 0.42 in two sessions: compare iterations within one run. The
+baseline in the same run is iteration 0 (the SFT policy); a rise counts only beyond two paired
+standard errors.
 """
 
 from __future__ import annotations
