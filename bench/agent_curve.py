@@ -14,8 +14,9 @@ What one update sees matters: metrics/agent_curve_pool24.csv is 24 tasks an iter
 +0.017 +- 0.020 after 20), and runs a1, b1, c2 of agent_curve_variants.csv took larger steps
 on 24 tasks (lr 1e-3 x4 steps, or LoRA r16 at lr 3e-3) and fell 0.02-0.14 by iteration 5: the
 tiny model learns the trained repositories' names and writes them into unseen repos' edits.
-metrics/agent_curve_gpt2.csv is ``--arch gpt2``: 0.156, as it copied an edit's digits at
-chance, bench/agent_copy.py)
+metrics/agent_curve_noslip.csv is a plain-demo run (SFT 0.367 of 90 held-out repos);
+agent_curve_gpt2.csv is ``--arch gpt2``: 0.156, as it copied an edit's digits at chance,
+bench/agent_copy.py)
 
 Everything is the library the stages call, in process: synthetic repositories
 (``codeloop.data.repos.synth``: training repos from seed 0, held-out repos from seed 1000,
