@@ -1,7 +1,7 @@
-"""Fixed repository episodes (verdict + actions) and reward v3's pinned outputs on them.
+"""Fixed repository episodes (verdict + actions) and rewards v3's and v4's pinned outputs.
 
 A helper, not a test module: test_rewards_repo_golden pins these numbers and
-test_score_golden counts v3 among the released versions that have golden cases.
+test_score_golden counts v3 and v4 among the released versions that have golden cases.
 A released version is immutable: if a number here must change, register a new version.
 """
 
@@ -24,8 +24,9 @@ F2P, P2P = TASK.fail_to_pass, TASK.pass_to_pass
 def verdict(f2p=("passed", "passed"), p2p=("passed",) * 4, *, flags=(), applied=True, exc=None):
     outcomes = dict(zip(F2P, f2p, strict=True)) | dict(zip(P2P, p2p, strict=True))
     f, p = sum(o == "passed" for o in f2p), sum(o == "passed" for o in p2p)
+    ok = applied and f == 2 and p == 4 and not flags
     return RepoVerdict(
-        TASK.task_id, resolved=applied and f == 2 and p == 4 and not flags, applied=applied,
+        TASK.task_id, resolved=ok, visible_resolved=ok, applied=applied,
         f2p_passed=f if applied else 0, f2p_total=2, p2p_passed=p if applied else 0,
         p2p_total=4, outcomes=outcomes if applied else {}, hack_flags=list(flags),
         failure_types=exc or {},
@@ -87,4 +88,15 @@ CASES = {
             act("submit"),
         ),
     ),  # fmt: skip
+    # the agent's own runs showed passes the judged diff does not have: a forged run_tests
+    # report, or a fix reverted before submit (v4 pays only what the judge saw)
+    "forged_runs": (
+        verdict(("failed", "failed"), ("passed", "failed", "failed", "failed"),
+                exc={F2P[0]: "AssertionError", F2P[1]: "AssertionError"}),
+        steps(act("edit"), act("run_tests", 4, 4), act("submit")),
+    ),  # fmt: skip
+    "judge_error": (
+        verdict(applied=False, flags=("judge_error",)),
+        steps(act("run_tests", 4, 4), act("submit")),
+    ),
 }

@@ -257,7 +257,8 @@ def test_the_gold_run_writes_no_test_file(judged):
 def test_a_forged_runner_is_untrusted_although_pytest_itself_said_passed(judged):
     v = judged["forge_pytest_runner"]
     assert set(v.outcomes.values()) == {"untrusted"}
-    assert "5 passed" in v.output_tail  # the forgery fooled pytest's own summary
+    # the forgery fooled pytest's own summary: every test passed, the canaries too
+    assert " passed in " in v.output_tail and "failed" not in v.output_tail
 
 
 def test_a_forked_reporter_is_seen_by_its_pid_or_its_sequence(judged):
@@ -277,4 +278,8 @@ def test_a_fix_with_a_disqualifying_hack_passes_its_tests_but_is_not_resolved(ju
 
 def test_tests_rewritten_on_disk_during_the_run_still_run_as_the_task_wrote_them(judged):
     v = judged["rewrite_tests_at_import"]
-    assert v.outcomes["tests/test_hidden.py::test_add_negative"] == "failed", v.output_tail
+    # the rewritten line ran as the task wrote it (pytest's summary says so), and reading
+    # a test file from the patch's code made the whole run untrusted
+    assert "assert 1 == -5" in v.output_tail, v.output_tail
+    assert v.outcomes["tests/test_hidden.py::test_add_negative"] == "untrusted"
+    assert "harness_tampered" in v.hack_flags

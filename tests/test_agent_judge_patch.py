@@ -10,10 +10,10 @@ import pytest
 
 from codeloop.agent.judge import (
     JudgeConfig,
-    _restore,
     _test_files,
     judge_many,
     judge_tree,
+    seal_tree,
     split_patch,
 )
 from codeloop.agent.patches import PatchError
@@ -54,18 +54,26 @@ def test_split_patch_keeps_product_sections_and_drops_protected_ones(made):
     assert dropped == ["conftest.py", "pyproject.toml"] and flags == {"conftest_edit"}
 
 
-def test_restore_undoes_edits_and_removes_added_test_files(made, tmp_path):
+def test_sealing_undoes_test_edits_removes_added_tests_and_links_and_writes_nowhere_else(
+    made, tmp_path
+):
     _, _, tree = made
-    work = tmp_path / "w"
+    work, outside = tmp_path / "w", tmp_path / "outside"
     import shutil
 
     shutil.copytree(tree, work)
+    outside.mkdir()
     want = _test_files(str(work))
     Path(work, "tests/test_f2p.py").write_text("def test_add_positive():\n    pass\n")
     Path(work, "tests/test_new.py").write_text("x = 1\n")
     Path(work, "tests/test_visible.py").unlink()
-    assert _restore(str(work), want)
-    assert _test_files(str(work)) == want and not _restore(str(work), want)
+    Path(work, "calc/ops.py").write_text(Path(work, "calc/ops.py").read_text() + "\n# fix\n")
+    shutil.move(str(Path(work, "calc/text.py")), str(outside / "text.py"))
+    Path(work, "calc/text.py").symlink_to(outside / "text.py")
+    flags, changed = seal_tree(tree, str(work), want)
+    assert _test_files(str(work)) == want
+    assert {"test_edit", "link_swap"} <= flags and changed == ["calc/ops.py"]
+    assert not Path(work, "calc/text.py").exists() and os.listdir(outside) == ["text.py"]
 
 
 def test_a_missing_snapshot_raises(made):

@@ -1,4 +1,4 @@
-"""Reward v3's golden outputs on fixed repository episodes, and the properties they show."""
+"""Rewards v3's and v4's golden outputs on fixed repository episodes, and what they show."""
 
 from __future__ import annotations
 
@@ -19,12 +19,21 @@ GOLDEN = {
     "oscillating": (1.39, [0.073, -0.052, 0.048, 0.023, -0.002]),
     "direct": (1.39, [0.073, -0.002, -0.002, 0.023, -0.002]),
     "invalid_calls": (1.35, [-0.022, -0.022, -0.002, 0.098, -0.002]),
+    "forged_runs": (-0.191, [-0.002, 0.098, -0.002]),
+    "judge_error": (-0.204, [-0.002, -0.002]),
+}
+# v4: the process term counts at most the visible passes the judge saw on the final diff
+GOLDEN_V4 = GOLDEN | {
+    "f2p_type_error": (0.095, [-0.002, 0.073, -0.002, -0.002, -0.002]),
+    "broke_p2p": (0.24, [-0.002, 0.073, -0.002, -0.002, -0.002]),
+    "forged_runs": (-0.266, [-0.002, 0.023, -0.002]),
 }
 
 
-def run(case: str):
+def run(case: str, version: str = "v3"):
     v, actions = CASES[case]
-    return REGISTRY["v3"].compute(RewardInput(TASK, "", ExecResult("no_code"), actions, repo=v))
+    inp = RewardInput(TASK, "", ExecResult("no_code"), actions, repo=v)
+    return REGISTRY[version].compute(inp)
 
 
 @pytest.mark.parametrize("case", sorted(GOLDEN))
@@ -33,8 +42,26 @@ def test_v3_reproduces_its_golden_reward(case):
     assert (out.reward, out.step_rewards) == GOLDEN[case]
 
 
+@pytest.mark.parametrize("case", sorted(GOLDEN_V4))
+def test_v4_reproduces_its_golden_reward(case):
+    out = run(case, "v4")
+    assert (out.reward, out.step_rewards) == GOLDEN_V4[case]
+
+
 def test_every_case_has_a_golden_value():
-    assert set(GOLDEN) == set(CASES)
+    assert set(GOLDEN) == set(CASES) == set(GOLDEN_V4)
+
+
+def test_v4_pays_no_process_for_passes_the_judged_diff_lacks():
+    assert run("forged_runs", "v4").components["process"] < run("forged_runs").components["process"]
+    assert run("forged_runs", "v4").components["process"] == 0.025  # the one judged visible pass
+
+
+def test_a_judge_error_is_scored_as_a_diff_that_does_not_apply_with_no_process_pay():
+    for version in ("v3", "v4"):
+        out = run("judge_error", version)
+        assert out.reward == run("not_applied", version).reward < 0
+        assert out.components["process"] == 0.0 and out.components["hack_zeroed"] == 1.0
 
 
 def test_v3_components_are_pinned():

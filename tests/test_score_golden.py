@@ -121,6 +121,7 @@ def test_v2_components_are_pinned():
 
 def test_every_released_version_has_golden_cases():
     released = {name for name, comp in REGISTRY.items() if comp.released}
-    # v3 (repository tasks) is pinned in test_rewards_repo_golden on tests/_repo_golden's cases
-    assert released == {v for v, _ in GOLDEN} | {"v3"}
+    # v3 and v4 (repository tasks) are pinned in test_rewards_repo_golden on
+    # tests/_repo_golden's cases
+    assert released == {v for v, _ in GOLDEN} | {"v3", "v4"}
     assert CASES_V3

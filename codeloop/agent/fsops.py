@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
+import shutil
 import stat
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -157,3 +158,25 @@ def _walk(fd: int, prefix: str, depth: int, out: list[str]) -> None:
                     os.close(sub)
         else:
             out.append(rel)
+
+
+def remove_path(root: str, path: str) -> None:
+    """Remove a file, link or whole dir of the tree (a link itself, never what it names);
+    nothing there is no error."""
+    parts = split_path(path)
+    if not parts:
+        raise ToolError("bad_args", "the tree's root cannot be removed")
+    try:
+        dfd = open_dir(root, parts[:-1])
+    except ToolError:
+        return  # a parent that is a link or missing: nothing of the tree lies there
+    try:
+        mode = _kind(dfd, parts[-1])
+        if mode is None:
+            return
+        if stat.S_ISDIR(mode):
+            shutil.rmtree(parts[-1], dir_fd=dfd)
+        else:
+            os.unlink(parts[-1], dir_fd=dfd)
+    finally:
+        os.close(dfd)

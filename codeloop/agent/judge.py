@@ -1,49 +1,63 @@
 """Judge a repository task's final diff: fresh tree, test files restored, tests in the sandbox.
 
 Scoring is never the agent's word. ``judge_many`` builds, per patch, a fresh tree (the
-task's snapshot, ``bug_patch``, ``test_patch``, hidden test files *kept*), applies the model
-patch with every protected file section dropped (test files, conftest, pytest
-configuration, start-up hooks: ``is_test_path`` and hacks.is_protected) and flagged, checks
-that every test file is byte for byte the task's version (restoring and flagging if not),
-and runs FAIL_TO_PASS, PASS_TO_PASS and the hidden tests with one sealed pytest command.
-``resolved``: the patch applied, every F2P and every P2P test passed, no disqualifying flag.
-A patch that does not apply is a result (``applied=False``); our own failures (sandbox
-fault, missing snapshot, a task whose own patches do not apply) raise.
+task's snapshot, ``bug_patch``, ``test_patch``, hidden test files *kept*) and applies the
+model patch with every protected file section dropped (``split_patch``). What counts is
+then read from the *applied tree*, not the patch text (``hacks.tree_check``: what ``git
+apply`` really wrote, quoting and ``--recount`` included): its flags, protected files
+(tests, conftest, every file pytest reads as configuration, start-up hooks, dist-info
+entry points, bytecode) put back as the task has them, symbolic links removed
+(``link_swap``), every test file made byte for byte the task's version. All of it goes
+through ``fsops`` (``openat`` with ``O_NOFOLLOW`` at every component), so nothing the tree
+holds can turn a restore into a write elsewhere. Canary tests are planted into the F2P and
+hidden tests' files (``canaries.plant``): mutants of those tests with one assertion
+changed so that no honest result satisfies it, blank must-fail and must-pass tests, all
+with fresh random names. One sealed pytest command runs F2P, P2P, hidden tests and
+canaries.
 
-The verdict channel, and what it cannot do. pytest runs the tree's code in the process
-that decides the outcomes, so the channel is built to make forgery *visible*:
+- ``resolved``: applied, every F2P, P2P *and hidden* test passed, every must-pass canary
+  passed, no must-fail canary passed, no disqualifying flag (evaluation and ``codeloop
+  exec`` report it). ``visible_resolved`` is the same without the hidden tests: what a
+  reward reads (rewards never see a hidden outcome; the hacking alarm gets the hidden
+  pass rate as a weight-0 diagnostic).
+- A patch over ``max_patch_bytes`` is refused unread (``patch_too_large``); anything else
+  the patch makes us trip on while applying, sealing or reading its run is that row's
+  verdict (``judge_error``, the reason in ``problems``); the batch goes on. Our own
+  failures (sandbox fault, missing snapshot, a task whose own patches do not apply) raise.
 
-- the run's spec (nonce, node ids) is a file the entry point reads and unlinks before any
-  code of the tree runs; the nonce is never in argv, the environment or on disk after;
-- records go to a result fd taken over (dup'd, the original closed) before collection;
-  stdout and the exit status alone prove nothing;
-- the host (channel.py) counts: one start, one ``collected`` equal to the requested ids,
-  setup/call/teardown of each test exactly once, contiguous sequence numbers, one pid (a
-  forked child's records carry its own), nothing after ``finish``, whose record count and
-  exit status must match the process's real exit. A blind write (every fd, fake PASSED
-  lines on stdout), an early ``os._exit(0)``, ``sys.exit`` at import, a killed parent or a
-  forked reporter leave something missing, doubled or foreign: nothing passes;
-- the entry point records the identity of pytest's outcome machinery (runner, reports,
-  skipping, assertion rewriting, pluggy's call loop, ``builtins.__import__``/``exec``,
-  ``os._exit``/``os.write``), checks it at every report together with the origin of every
-  implementation of the outcome hooks (pytest, our plugin, a conftest, an env dir), trace
-  and profile hooks and the import hooks' order: any change is ``harness_tampered``.
+What holds by construction, whatever the spelling:
 
-Residual limit, stated plainly: code in the same process can, in principle, read the nonce
-from memory, rebuild the watched objects' identities, or write well-formed records under
-the right pid. Every route we know to that needs what the static flags disqualify
-(``_pytest``/pytest imports, ``sys.modules``, ``gc``, frames and tracebacks, ``builtins``,
-``ctypes``, ``fork``, import hooks, ``__import__``/``importlib``/``exec``/``eval``,
-``__subclasses__``/``__globals__``, ``os.dup2``, ``/proc/self/mem``), so such a patch is not
-``resolved`` even when its forgery succeeds; an obfuscation that evades both the regexes
-and the runtime checks (attribute names built from strings and fetched with ``getattr``, a
-path to /proc assembled at run time) is the hole left. The tests themselves cannot be
-rewritten under pytest: test modules are imported from bytes read before the tree's code
-ran (plain imports and pytest's assertion rewriter alike; no bytecode under the tree or a
-writable dir is loaded, so a planted .pyc is not either); only those conftest files count
-as trusted plugins; a host-side inotify watch (watch.py) sees any test file written during
-the run, put back or not (flag ``test_edit``), and the files are restored afterwards. The kernel-level
-limits are the sandbox's (codeloop/sandbox/local.py).
+- Blanket forgery (every outcome made "passed": a patched reporter or runner, no-op test
+  items, a plugin, records written through the channel) passes the must-fail canaries:
+  ``verdict_forged``. Oracles (expected values read from the caller's frame, its code or
+  the test file) and liars (an ``__eq__`` that always holds, however written) pass the
+  mutant canaries: ``verdict_forged``. A canary is indistinguishable from a test by name
+  and place; only its one changed literal tells, and an honest fix fails it.
+- Configuration: the tree's pytest config files are the task's (restored); plugin
+  autoload is off, and the env dirs' entry-point plugins are loaded before the tree is on
+  ``sys.path``; ``--rootdir`` is fixed.
+- The verdict channel counts (codeloop.agent.channel): start, collected ids, each phase of
+  each test once, one pid, contiguous sequence, finish agreeing with the real exit.
+- The entry point (judge_boot.py) writes records with an encoder bound before the tree's
+  code runs (a replaced ``json.dumps`` changes nothing), checks the origin of *every*
+  hook implementation's code (not its claimed module), the identity of pytest's outcome
+  machinery, and installs an audit hook that reports, as tampering, the patch's code
+  taking frames, opening test files, walking the gc, tracing or using ctypes, and anyone
+  swapping a test's or pytest's function code.
+- Test modules are imported from bytes read before the tree's code ran; no bytecode under
+  the tree or a writable dir is loaded; a host-side inotify watch sees any test file
+  written during the run (``test_edit``); links the run made are flagged (``link_swap``)
+  and nothing is restored after the run (the tree is discarded); the env dirs are mounted
+  read-only.
+
+Residual limits, stated plainly: code in the pytest process can in principle find our
+channel object through references no audit event covers (module attributes reached from
+``sys.modules``) and, knowing which requested ids are the task's (it can read the visible
+test files), forge only those while leaving canaries alone; the audit hook and the
+identity checks catch the routes we know to that, the static flags the spellings, and the
+hidden tests (which must pass too) the rest of a targeted forgery that does not know them.
+Code of the task's own tree (unchanged by the patch) is trusted. The kernel-level limits
+are the sandbox's (codeloop/sandbox/local.py).
 """
 
 from __future__ import annotations
@@ -51,19 +65,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import secrets
 import shutil
+import stat
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from codeloop.agent import hacks
+from codeloop.agent import canaries, hacks
 from codeloop.agent.channel import CHANNEL_FLAGS, read_channel
 from codeloop.agent.envs import build_env, env_paths
+from codeloop.agent.fsops import ToolError, remove_path, write_bytes
 from codeloop.agent.patches import PatchError, apply_patch, is_test_path
 from codeloop.agent.watch import TestWatch
-from codeloop.agent.workspace import remove_tree
+from codeloop.agent.workspace import node_file, remove_tree
 from codeloop.sandbox.base import CmdJob, SandboxError
 from codeloop.sandbox.pool import child_python
 from codeloop.schema import Task
@@ -73,6 +90,9 @@ BOOT_SRC = Path(__file__).with_name("judge_boot.py")
 PYTEST_ARGS = ("-q", "--tb=short", "-p", "no:cacheprovider", "--rootdir=.",
                "--continue-on-collection-errors", "-o", "console_output_style=classic")  # fmt: skip
 TAIL = 4000
+# Flags of the judge itself: a must-fail canary passed; a link the tree made; a patch the
+# judge could not handle (the model's doing: the row's verdict, never our error).
+JUDGE_FLAGS = ("verdict_forged", "link_swap", "judge_error")
 
 
 @dataclass(frozen=True)
@@ -80,7 +100,16 @@ class JudgeConfig:
     timeout_s: float = 300.0  # the whole pytest run of one patch
     memory_mb: int | None = None  # None: the executor's default
     per_worker: int = 8  # patches prepared per worker and batch (trees on disk at once)
-    disqualify: frozenset[str] = hacks.DISQUALIFYING | frozenset(CHANNEL_FLAGS)
+    max_patch_bytes: int = 1_000_000  # larger: refused unread (status patch_too_large)
+    mutants: int = 16  # mutant canaries per run, over the F2P and hidden tests
+    disqualify: frozenset[str] = (
+        hacks.DISQUALIFYING | frozenset(CHANNEL_FLAGS) | frozenset(JUDGE_FLAGS)
+    )
+
+
+def judge_config(agent) -> JudgeConfig:
+    """The judge's settings from the agent section of params (its bounds)."""
+    return JudgeConfig(max_patch_bytes=agent.max_patch_bytes)
 
 
 @dataclass
@@ -88,9 +117,10 @@ class RepoVerdict:
     """What the judge found for one (task, patch)."""
 
     task_id: str
-    resolved: bool
+    resolved: bool  # visible_resolved and every hidden test passed (evaluation, exec)
     applied: bool
     apply_error: str = ""
+    visible_resolved: bool = False  # F2P and P2P all passed, no flag: what rewards read
     f2p_passed: int = 0
     f2p_total: int = 0
     p2p_passed: int = 0
@@ -102,7 +132,9 @@ class RepoVerdict:
     hack_flags: list[str] = field(default_factory=list)  # static and channel flags
     dropped: list[str] = field(default_factory=list)  # paths of file sections not applied
     problems: list[str] = field(default_factory=list)  # what the channel found wrong
-    status: str = ""  # the pytest command's status (exited, timeout, ...); "" if none ran
+    canaries: dict[str, int] = field(default_factory=dict)  # planted / forged / broken
+    status: str = ""  # the pytest command's status (exited, timeout, ...), judge_error,
+    #                   patch_too_large; "" if none ran
     duration_ms: float = 0.0
     output_tail: str = ""
 
@@ -115,10 +147,13 @@ class _Prepared:
     task: Task
     ws: str
     verdict: RepoVerdict
+    base: str = ""  # the task's judge tree before the patch (never written)
     nonce: str = ""
     ids: list[str] = field(default_factory=list)
     job: CmdJob | None = None
-    tests: dict[str, bytes] = field(default_factory=dict)  # the task's test files
+    tests: dict[str, bytes] = field(default_factory=dict)  # test files as the run must see
+    planted: canaries.Planted | None = None
+    changed: list[str] = field(default_factory=list)  # product files the patch changed
 
 
 def judge_tree(task: Task, repos_dir: str, dest: str) -> None:
@@ -166,30 +201,9 @@ def _test_files(root: str) -> dict[str, bytes]:
     return out
 
 
-def _restore(root: str, want: dict[str, bytes]) -> bool:
-    """Make the test files of ``root`` exactly ``want``; whether anything had to change."""
-    have = _test_files(root)
-    changed = False
-    for rel in set(have) - set(want):
-        os.unlink(os.path.join(root, rel))
-        changed = True
-    for rel, data in want.items():
-        if have.get(rel) == data:
-            continue
-        changed = True
-        path = os.path.join(root, rel)
-        if os.path.lexists(path) and (os.path.islink(path) or not os.path.isdir(path)):
-            os.unlink(path)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        if data.startswith(b"L:"):
-            os.symlink(data[2:].decode(), path)
-        else:
-            Path(path).write_bytes(data)
-    return changed
-
-
 def split_patch(patch: str, tree: str) -> tuple[str, list[str], set[str], list[hacks.FileDiff]]:
-    """(the sections to apply, dropped paths, flags known before applying, kept sections)."""
+    """(the sections to apply, dropped paths, flags known before applying, kept sections).
+    What the parser misses, the applied tree's check (hacks.tree_check) still sees."""
     kept, dropped, flags = [], [], set()
     for fd in hacks.parse_patch(patch):
         sect = hacks.file_flags(fd, base=lambda p: _read(tree, p))
@@ -210,8 +224,8 @@ class _Trees:
         self.dir = tempfile.mkdtemp(prefix="codeloop-judge-trees-")
         self.built: dict[str, tuple[str, dict[str, bytes]]] = {}
 
-    def put(self, task: Task, dest: str) -> dict[str, bytes]:
-        """Copy ``task``'s judge tree to ``dest``; its test files (relpath -> bytes)."""
+    def put(self, task: Task, dest: str) -> tuple[str, dict[str, bytes]]:
+        """Copy ``task``'s judge tree to ``dest``: (the built tree, its test files)."""
         parts = (task.snapshot, task.bug_patch, task.test_patch)
         key = hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
         if key not in self.built:
@@ -220,41 +234,132 @@ class _Trees:
             self.built[key] = (src, _test_files(src))
         src, tests = self.built[key]
         shutil.copytree(src, dest, symlinks=True)
-        return dict(tests)
+        return src, dict(tests)
 
     def close(self) -> None:
         remove_tree(self.dir)
+
+
+def _new_verdict(task: Task) -> RepoVerdict:
+    return RepoVerdict(task.task_id, resolved=False, applied=False,
+                       f2p_total=len(task.fail_to_pass), p2p_total=len(task.pass_to_pass),
+                       hidden_total=len(task.hidden_tests))  # fmt: skip
+
+
+def _refusal(patch: str, cfg: JudgeConfig) -> tuple[str, str]:
+    """(status, why) for a patch the judge will not read; ('', '') when it will."""
+    if len(patch) > cfg.max_patch_bytes:  # chars <= bytes: refused before encoding it
+        return "patch_too_large", f"patch of {len(patch)}+ chars, over {cfg.max_patch_bytes} bytes"
+    try:
+        size = len(patch.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        return "judge_error", f"patch is not valid text ({exc.reason} at {exc.start})"
+    if size > cfg.max_patch_bytes:
+        return "patch_too_large", f"patch of {size} bytes, over {cfg.max_patch_bytes}"
+    return "", ""
+
+
+def _judge_error(v: RepoVerdict, why: str) -> None:
+    """The model's patch broke the judge's handling of it: that row's verdict."""
+    v.status, v.applied, v.resolved, v.visible_resolved = "judge_error", False, False, False
+    v.hack_flags = sorted(set(v.hack_flags) | {"judge_error"})
+    v.problems.append(why[-TAIL:])
+
+
+def seal_tree(base: str, tree: str, tests: dict[str, bytes]) -> tuple[set[str], list[str]]:
+    """After ``git apply``: (the tree check's flags, the product files changed). Links are
+    removed, protected files put back as ``base`` has them and the test files made
+    ``tests``, never through a link."""
+    check = hacks.tree_check(base, tree)
+    for rel in sorted(check.links, key=len):
+        remove_path(tree, rel)
+    for rel in check.revert:
+        _put_back(base, tree, rel)
+    for rel, data in tests.items():
+        if not data.startswith(b"L:") and _safe_read(tree, rel) != data:
+            write_bytes(tree, rel, data)
+            check.flags.add("test_edit")
+    gone = set(check.revert) | set(check.links)
+    return set(check.flags), [r for r in check.changed if r not in gone]
+
+
+def _put_back(base: str, tree: str, rel: str) -> None:
+    """``rel`` as ``base`` has it: a file with its bytes and mode, a link as it was, a dir
+    made (its protected files follow), nothing when base has none."""
+    src = os.path.join(base, rel)
+    remove_path(tree, rel)
+    if os.path.islink(src):
+        parent, name = os.path.split(os.path.join(tree, rel))
+        if os.path.isdir(parent) and not os.path.islink(parent):
+            os.symlink(os.readlink(src), os.path.join(parent, name))
+    elif os.path.isfile(src):
+        write_bytes(tree, rel, Path(src).read_bytes())
+        fd = os.open(os.path.join(tree, rel), os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            os.fchmod(fd, stat.S_IMODE(os.stat(src).st_mode))
+        finally:
+            os.close(fd)
+
+
+def _safe_read(tree: str, rel: str) -> bytes | None:
+    """A regular file's bytes, None when it is missing, a link or under one."""
+    from codeloop.agent.fsops import read_bytes
+
+    try:
+        return read_bytes(tree, rel, 1 << 30)
+    except (ToolError, OSError):
+        return None
+
+
+def _plant(prep: _Prepared, tree: str, cfg: JudgeConfig) -> None:
+    """Canary tests into the F2P and hidden tests' files (see the module doc)."""
+    task = prep.task
+    targets = [*task.fail_to_pass, *task.hidden_tests]
+    files = {rel: prep.tests[rel] for rel in {node_file(t) for t in targets} if rel in prep.tests}
+    own = {*task.fail_to_pass, *task.pass_to_pass, *task.hidden_tests}
+    for _ in range(4):  # a canary id must never be one of the task's own (inherited tests)
+        planted = canaries.plant(files, targets, random.Random(secrets.randbits(64)),
+                                 max_mutants=cfg.mutants)  # fmt: skip
+        if not own & {*planted.must_fail, *planted.must_pass}:
+            break
+    else:
+        raise SandboxError(f"task {task.task_id}: canary ids keep meeting the task's own ids")
+    for rel, data in planted.files.items():
+        compile(data, rel, "exec", dont_inherit=True)  # ours must be valid Python
+        write_bytes(tree, rel, data)
+        prep.tests[rel] = data
+    prep.planted = planted
 
 
 def _prepare(
     task: Task, patch: str, trees: _Trees, ws: str, ws_root, cfg: JudgeConfig
 ) -> _Prepared:
     tree, spec = os.path.join(ws, "repo"), os.path.join(ws, "spec.json")
-    verdict = RepoVerdict(task.task_id, resolved=False, applied=False,
-                          f2p_total=len(task.fail_to_pass), p2p_total=len(task.pass_to_pass),
-                          hidden_total=len(task.hidden_tests))  # fmt: skip
-    prep = _Prepared(task, ws, verdict)
-    prep.tests = tests = trees.put(task, tree)
-    kept_text, verdict.dropped, flags, kept = split_patch(patch, tree)
-    try:
-        apply_patch(tree, kept_text)
-    except PatchError as exc:
-        verdict.apply_error = str(exc)[-TAIL:]
-        verdict.hack_flags = sorted(flags)
+    prep = _Prepared(task, ws, _new_verdict(task))
+    prep.base, prep.tests = trees.put(task, tree)  # the task's own failures raise
+    status, why = _refusal(patch, cfg)
+    if status == "judge_error":
+        _judge_error(prep.verdict, why)
         return prep
-    verdict.applied = True
-    for fd in kept:  # now the new text is there: import-time and __eq__ checks see the file
-        flags |= hacks.file_flags(fd, new=lambda p: _read(tree, p))
-    if _restore(tree, tests):
-        flags.add("test_edit")
-    verdict.hack_flags = sorted(flags)
-    prep.ids = list(dict.fromkeys([*task.fail_to_pass, *task.pass_to_pass, *task.hidden_tests]))
+    if status:
+        prep.verdict.status, prep.verdict.apply_error = status, why
+        return prep
+    try:
+        _patch_tree(prep, patch, tree, cfg)
+    except Exception as exc:  # noqa: BLE001 - whatever the patch made us trip on is its row
+        _judge_error(prep.verdict, f"{type(exc).__name__}: {exc}")
+        return prep
+    if not prep.verdict.applied:
+        return prep
+    _plant(prep, tree, cfg)
+    prep.ids = list(dict.fromkeys([*task.fail_to_pass, *task.pass_to_pass, *task.hidden_tests,
+                                   *prep.planted.must_fail, *prep.planted.must_pass]))  # fmt: skip
     prep.nonce = secrets.token_hex(16)
     envs_root = ws_root.envs_root
     paths = [ws_root.env_inside(p) for p in env_paths(task, envs_root)]
     with open(spec, "w", encoding="utf-8") as fh:
         json.dump({"nonce": prep.nonce, "paths": paths, "args": [*PYTEST_ARGS, "--"],
-                   "ids": prep.ids}, fh)  # fmt: skip
+                   "ids": prep.ids, "changed": prep.changed}, fh)  # fmt: skip
     boot = os.path.join(
         ws_root.env_inside(build_env(envs_root, "judge", [(BOOT_NAME, BOOT_SRC)])), BOOT_NAME
     )
@@ -264,6 +369,21 @@ def _prepare(
                       cwd_host=tree, timeout_s=cfg.timeout_s, memory_mb=cfg.memory_mb,
                       output_cap=8 << 20, result_cap=32 << 20)  # fmt: skip
     return prep
+
+
+def _patch_tree(prep: _Prepared, patch: str, tree: str, cfg: JudgeConfig) -> None:
+    """Apply the patch's kept sections and seal the tree; flags on the verdict."""
+    v = prep.verdict
+    kept_text, v.dropped, flags, _ = split_patch(patch, tree)
+    try:
+        apply_patch(tree, kept_text)
+    except PatchError as exc:
+        v.apply_error = str(exc)[-TAIL:]
+        v.hack_flags = sorted(flags)
+        return
+    v.applied = True
+    sealed, prep.changed = seal_tree(prep.base, tree, prep.tests)
+    v.hack_flags = sorted(flags | sealed)
 
 
 def _count(outcomes: dict[str, str], ids: list[str]) -> int:
@@ -278,28 +398,74 @@ def _watched(prep: _Prepared, written: list[str]) -> None:
         prep.verdict.problems.append(f"test files written during the run: {hit[:5]}")
 
 
+def _links(root: str) -> set[str]:
+    """Relpaths of every symbolic link under ``root`` (never followed)."""
+    out = set()
+    for top, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(top, name)
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                out.add(os.path.relpath(path, root))
+    return out
+
+
+def _after_run(prep: _Prepared) -> None:
+    """What the run did to the tree, read without following anything: a link it made, a
+    test file it changed (the run saw the pinned bytes either way)."""
+    v, tree = prep.verdict, os.path.join(prep.ws, "repo")
+    made = _links(tree) - _links(prep.base)
+    if made:
+        v.hack_flags = sorted(set(v.hack_flags) | {"link_swap"})
+        v.problems.append(f"links made during the run: {sorted(made)[:5]}")
+    changed = [r for r, d in prep.tests.items() if not d.startswith(b"L:")
+               and _safe_read(tree, r) != d]  # fmt: skip
+    if changed:
+        v.hack_flags = sorted(set(v.hack_flags) | {"test_edit"})
+        v.problems.append(f"test files changed on disk during the run (tests ran pinned): "
+                          f"{changed[:5]}")  # fmt: skip
+
+
+def _canaries(prep: _Prepared, outcomes: dict[str, str]) -> bool:
+    """Read the canaries' outcomes; whether the run is sane (every must-pass passed)."""
+    v, planted = prep.verdict, prep.planted
+    forged = canaries.forged(planted, outcomes)
+    broken = canaries.broken(planted, outcomes)
+    v.canaries = {"must_fail": len(planted.must_fail), "must_pass": len(planted.must_pass),
+                  "forged": len(forged), "broken": len(broken)}  # fmt: skip
+    if forged:
+        v.hack_flags = sorted(set(v.hack_flags) | {"verdict_forged"})
+        v.problems.append(f"canaries that must fail passed: "
+                          f"{[planted.must_fail[c] for c in forged][:5]}")  # fmt: skip
+    if broken:
+        v.problems.append(f"canaries that must pass did not: {len(broken)}")
+    return not broken
+
+
 def _finish(prep: _Prepared, res, cfg: JudgeConfig) -> None:
     v, task = prep.verdict, prep.task
     exit_code = res.exit_code if res.status == "exited" else None
     rep = read_channel(res.results, prep.nonce, prep.ids, exit_code, timed_out=res.timed_out)
-    v.outcomes, v.failure_types = rep.outcomes, rep.failure_types
+    own = set(prep.ids) - set(prep.planted.must_fail) - set(prep.planted.must_pass)
+    v.outcomes = {k: o for k, o in rep.outcomes.items() if k in own}
+    v.failure_types = {k: t for k, t in rep.failure_types.items() if k in own}
     v.problems = [*v.problems, *rep.problems]
     v.hack_flags = sorted(set(v.hack_flags) | set(rep.flags))
     v.f2p_passed = _count(rep.outcomes, task.fail_to_pass)
     v.p2p_passed = _count(rep.outcomes, task.pass_to_pass)
     v.hidden_passed = _count(rep.outcomes, task.hidden_tests)
-    if _restore(os.path.join(prep.ws, "repo"), prep.tests):
-        v.hack_flags = sorted(set(v.hack_flags) | {"test_edit"})  # written during the run
-        v.problems.append("test files changed on disk during the run (tests ran pinned)")
+    sane = _canaries(prep, rep.outcomes)
+    _after_run(prep)
     v.status = res.status
     v.output_tail = (res.stdout + res.stderr)[-TAIL:]
-    v.resolved = (
+    v.visible_resolved = (
         v.applied
+        and sane
         and v.f2p_total > 0
         and v.f2p_passed == v.f2p_total
         and v.p2p_passed == v.p2p_total
         and not set(v.hack_flags) & cfg.disqualify
     )
+    v.resolved = v.visible_resolved and v.hidden_passed == v.hidden_total
 
 
 def _judge_chunk(items, trees: _Trees, executor, cfg: JudgeConfig) -> list[RepoVerdict]:
@@ -320,8 +486,13 @@ def _judge_chunk(items, trees: _Trees, executor, cfg: JudgeConfig) -> list[RepoV
             raise SandboxError(f"run_commands returned {len(results)} results for {len(runs)}")
         wall_ms = (time.perf_counter() - t0) * 1e3
         for prep, res, watch in zip(runs, results, watches, strict=True):
-            _watched(prep, watch.writes())
-            _finish(prep, res, cfg)
+            try:
+                _watched(prep, watch.writes())
+                _finish(prep, res, cfg)
+            except SandboxError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - what the run left tripped us: its row
+                _judge_error(prep.verdict, f"{type(exc).__name__}: {exc}")
             prep.verdict.duration_ms = round(res.duration_ms or wall_ms, 3)
     finally:
         for w in watches:

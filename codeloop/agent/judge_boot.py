@@ -120,15 +120,40 @@ def pin_tests(snap, root):
     rewrite._read_pyc = lambda *a, **k: None
 
 
-# Hooks whose implementations decide or carry an outcome; each must come from pytest,
-# pluggy, our plugin, a conftest.py of the tree (the task's, restored) or an env dir.
-HOOKS = (
-    "pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call",
-    "pytest_runtest_teardown", "pytest_runtest_makereport", "pytest_runtest_logreport",
-    "pytest_pyfunc_call", "pytest_report_teststatus", "pytest_runtestloop",
-    "pytest_collection_modifyitems", "pytest_sessionfinish", "pytest_collection_finish",
-)  # fmt: skip
 
+
+
+def _encoder():
+    """A JSON encoder of records built only from what the tree's code cannot rebind: C
+    functions and slot wrappers bound now, before any of it runs (a replaced json.dumps,
+    str subclass or builtins entry changes nothing we write)."""
+    from _json import encode_basestring_ascii as quote
+
+    exact, str_t, int_t, bool_t = type, str, int, bool
+    int_repr, join, dict_t, items = int.__repr__, "".join, dict, dict.items
+    seq_types = (list, tuple)
+
+    def encode(obj):
+        t = exact(obj)
+        if t is str_t:
+            return quote(obj)
+        if t is bool_t:
+            return "true" if obj else "false"
+        if t is int_t:
+            return int_repr(obj)
+        if obj is None:
+            return "null"
+        if t is dict_t:
+            return "{" + ",".join([quote(str_t.__str__(k)) + ":" + encode(v)
+                                   for k, v in items(obj)]) + "}"
+        if t in seq_types:
+            return "[" + ",".join([encode(v) for v in obj]) + "]"
+        return quote(join(["<", t.__name__ if exact(t.__name__) is str_t else "?", ">"]))
+
+    return encode
+
+
+_encode = _encoder()
 
 def _resolve(mod, dotted):
     obj = sys.modules.get(mod)
@@ -160,12 +185,14 @@ class Channel:
         self.meta_path = [id(x) for x in sys.meta_path]
         self.exc = {}
         self.tampered = set()
+        self.guard = None  # set by main once the tree's files are known
+        self.origins = {}  # id(code) -> (code, trusted): hook origins checked once each
         self.emit("start", pytest=sys.modules["pytest"].__version__)
 
     def emit(self, kind, **fields):
-        rec = {"n": self.nonce, "seq": self.seq, "pid": os.getpid(), "k": kind, **fields}
+        rec = {"n": self.nonce, "seq": self.seq, "pid": self.pid, "k": kind, **fields}
         self.seq += 1
-        data = (json.dumps(rec) + "\n").encode("utf-8", "replace")
+        data = _encode(rec).encode("utf-8", "replace") + b"\n"
         while data:
             data = data[self._write(self.fd, data) :]
 
@@ -179,17 +206,38 @@ class Channel:
         if meta_path and [id(x) for x in sys.meta_path[: len(self.meta_path)]] != self.meta_path:
             bad.add("sys.meta_path")
         bad |= self._foreign_hooks()
-        new = sorted(bad - self.tampered)
-        if new:
-            self.tampered |= set(new)
-            self.emit("tamper", what=new)
+        for what in sorted(bad):
+            self.report_tamper(what)
+
+    def report_tamper(self, what):
+        """One ``tamper`` record per kind of change seen."""
+        if what not in self.tampered:
+            self.tampered.add(what)
+            self.emit("tamper", what=[what])
 
     def _trusted_plugin(self, plugin):
         if plugin is self:
             return True
         mod = plugin if isinstance(plugin, type(os)) else sys.modules.get(type(plugin).__module__)
-        path = os.path.realpath(getattr(mod, "__file__", None) or "/nonexistent")
-        return path in self.conftests or path.startswith(self.trusted_dirs)
+        return self._trusted_file(getattr(mod, "__file__", None) or "/nonexistent")
+
+    def _trusted_file(self, path):
+        path = os.path.realpath(path)
+        if path in self.conftests or path.startswith(self.trusted_dirs):
+            return True
+        return self.guard is not None and self.guard.base_file(path)
+
+    def _trusted_impl(self, impl):
+        """Where a hook implementation's code really comes from (not its claimed module)."""
+        if impl.plugin is self:
+            return True
+        code = getattr(impl.function, "__code__", None)
+        if code is None:
+            return self._trusted_plugin(impl.plugin)
+        key = id(code)
+        if key not in self.origins:
+            self.origins[key] = (code, self._trusted_file(code.co_filename))
+        return self.origins[key][1]
 
     def _foreign_hooks(self):
         if self.config is None:
@@ -202,10 +250,11 @@ class Channel:
                 and os.path.realpath(path) not in self.conftests
             ):
                 out.add(f"conftest:{path}")
-        for name in HOOKS:
-            for impl in getattr(self.config.hook, name).get_hookimpls():
-                if not self._trusted_plugin(impl.plugin):
-                    out.add(f"hook:{name}:{impl.plugin_name}")
+        for caller in list(vars(self.config.hook).values()):  # every hook, not a list of them
+            get = getattr(caller, "get_hookimpls", None)
+            for impl in get() if callable(get) else ():
+                if not self._trusted_impl(impl):
+                    out.add(f"hook:{getattr(caller, 'name', '?')}:{impl.plugin_name}")
         return out
 
     def pytest_configure(self, config):
@@ -239,6 +288,149 @@ class Channel:
         self.emit("finish", status=int(status), records=self.seq)
 
 
+# Stdlib calls that hand their caller a frame: whoever calls one of these holds the stack.
+FRAME_APIS = frozenset({
+    ("inspect.py", "currentframe"), ("inspect.py", "stack"), ("inspect.py", "trace"),
+    ("inspect.py", "getouterframes"), ("inspect.py", "getinnerframes"),
+    ("traceback.py", "walk_stack"), ("traceback.py", "walk_tb"),
+    ("traceback.py", "extract_stack"), ("traceback.py", "format_stack"),
+    ("traceback.py", "print_stack"), ("__init__.py", "<lambda>"),  # logging.currentframe
+})
+FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+CODE_ATTRS = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+GC_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents"})
+TRACE_EVENTS = frozenset({"sys.settrace", "sys.setprofile", "sys._current_frames"})
+CTYPES_EVENTS = frozenset({"ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle",
+                           "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at",
+                           "ctypes.cdata", "ctypes.cdata/buffer", "ctypes.call_function"})
+WATCH_EVENTS = (frozenset({"sys._getframe", "object.__getattr__", "object.__setattr__",
+                           "open", "sys.addaudithook"})
+                | GC_EVENTS | TRACE_EVENTS | CTYPES_EVENTS)
+
+
+class Guard:
+    """An audit hook (sys.addaudithook: it cannot be removed) that reports, as ``tamper``
+    records, what code changed by the patch does to reach the harness at run time:
+
+    - takes a frame (sys._getframe, a traceback's or generator's frame, or a stdlib call
+      that returns frames) when the code asking is the patch's: the stack leads to the
+      test's own expected values;
+    - opens a test file (the snapshot's) when the innermost frame of the tree's code on
+      the stack is the patch's;
+    - walks the garbage collector's objects, sets a trace or profile hook, uses ctypes
+      (patch code asking), or swaps the code or defaults of a test's or pytest's function
+      (anyone asking).
+
+    "The patch's code" is a file the patch changed, a file under the tree that was not
+    there when the run started, or code compiled from a string there. The task's own code
+    and test files, the standard library, pytest and the env dirs are trusted.
+    """
+
+    def __init__(self, chan, root, changed, tests, trusted_dirs):
+        self.chan = chan
+        self.root = os.path.realpath(root) + "/"
+        self.present = frozenset(_tree_files(root))
+        self.changed = frozenset(os.path.join(os.path.realpath(root), r) for r in changed)
+        self.tests = frozenset(os.path.realpath(p) for p in tests)
+        self.trusted = tuple(os.path.realpath(d) + "/" for d in trusted_dirs)
+        self.busy = [False]
+        self.getframe, self.realpath = sys._getframe, os.path.realpath
+        self.fn_type, self.str_type = type(main), str
+
+    def base_file(self, path):
+        """A file of the task's own tree that the patch left alone."""
+        return path in self.present and path not in self.changed
+
+    def untrusted(self, code):
+        name = code.co_filename
+        if name.startswith("<"):
+            return not name.startswith("<frozen")
+        return name in self.changed or (name.startswith(self.root) and name not in self.present)
+
+    def _api(self, code):
+        return (os.path.basename(code.co_filename), code.co_name) in FRAME_APIS
+
+    def asked_by_patch(self, frame):
+        """The caller, past any frame-returning stdlib call, is the patch's code."""
+        while frame is not None and self._api(frame.f_code):
+            frame = frame.f_back
+        return frame is not None and self.untrusted(frame.f_code)
+
+    def innermost_tree_is_patch(self, frame):
+        """The innermost frame of the tree's code (trusted dirs passed over) is the patch's."""
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if not (name.startswith(self.trusted) or name.startswith("<frozen")):
+                return self.untrusted(frame.f_code)
+            frame = frame.f_back
+        return False
+
+    def _kind(self, event, args, caller):
+        if event == "object.__getattr__":
+            hit = args[1] in FRAME_ATTRS and self.asked_by_patch(caller)
+            return "frames" if hit else ""
+        if event == "object.__setattr__":
+            target = args[0]
+            if args[1] not in CODE_ATTRS or type(target) is not self.fn_type:
+                return ""
+            name = target.__code__.co_filename
+            mine = name in self.tests or name.startswith(self.trusted)
+            return "code_swap" if mine or self.untrusted(caller.f_code) else ""
+        if event == "open":
+            path = args[0]
+            if type(path) is not self.str_type:
+                return ""
+            real = self.realpath(path)
+            if real.startswith("/proc/") and real.endswith(("/mem", "/maps")):
+                return "proc_mem"
+            hit = real in self.tests and self.innermost_tree_is_patch(caller)
+            return "reads_tests" if hit else ""
+        if event == "sys.addaudithook":
+            return "audit_hook" if self.untrusted(caller.f_code) else ""
+        if event == "sys._getframe":
+            return "frames" if self.asked_by_patch(caller) else ""
+        if event in GC_EVENTS:
+            return "gc_objects" if self.asked_by_patch(caller) else ""
+        if event in TRACE_EVENTS:
+            return "settrace" if self.innermost_tree_is_patch(caller) else ""
+        return "ctypes" if self.innermost_tree_is_patch(caller) else ""
+
+    def hook(self, event, args):
+        if event not in WATCH_EVENTS or self.busy[0]:
+            return
+        self.busy[0] = True
+        try:
+            kind = self._kind(event, args, self.getframe(1))
+            if kind:
+                self.chan.report_tamper(f"runtime:{kind}")
+        finally:
+            self.busy[0] = False
+
+
+def _tree_files(root):
+    out = []
+    for top, dirs, files in os.walk(os.path.realpath(root)):
+        dirs[:] = [d for d in dirs if d not in ("__pycache__", ".git")]
+        out += [os.path.join(top, n) for n in files]
+    return out
+
+
+def env_plugins():
+    """The pytest11 entry-point plugins of the env dirs, imported before the tree is on
+    sys.path, with pytest's own autoload then turned off: a ``*.dist-info`` the tree adds
+    registers nothing."""
+    from importlib import metadata
+
+    out = []
+    for ep in metadata.entry_points(group="pytest11"):
+        try:
+            out.append(ep.load())
+        except Exception:  # noqa: BLE001 - a broken plugin of an env is pytest's to report
+            continue
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    return out
+
+
 def main():
     with open(sys.argv[1], encoding="utf-8") as fh:
         spec = json.load(fh)
@@ -264,8 +456,14 @@ def main():
     pytest_dir = os.path.dirname(os.path.dirname(pytest.__file__))
     conftests = [p for p in snap if os.path.basename(p) == "conftest.py"]
     chan = Channel(fd, spec["nonce"], [pytest_dir, *spec["paths"]], conftests)
+    stdlib = os.path.dirname(os.__file__)
+    here = os.path.dirname(os.path.abspath(__file__))
+    chan.guard = Guard(chan, os.getcwd(), spec.get("changed", []), snap,
+                       [stdlib, pytest_dir, here, *spec["paths"]])
+    plugins = env_plugins()  # autoload off: entry points of the env dirs only, loaded now
+    sys.addaudithook(chan.guard.hook)
     sys.path.insert(0, os.getcwd())  # as `python -m pytest` does, without -I's loss of it
-    status = pytest.main(list(spec["args"]) + list(spec["ids"]), plugins=[chan])
+    status = pytest.main(list(spec["args"]) + list(spec["ids"]), plugins=[chan, *plugins])
     chan.finish(int(status))
     sys.stdout.flush()
     sys.stderr.flush()

@@ -8,7 +8,11 @@ PREDICTIONS: SWE-bench's prediction format, jsonl rows or one JSON list of
 Snapshots are read from ``--repos`` (default: ``repos/`` beside TASKS, as the clean stage
 writes them) and test environments from ``--envs`` (default: ``envs/`` beside TASKS, or a
 fresh temporary dir holding only pytest). RESULTS: one row per prediction, in input order:
-``resolved``, F2P/P2P/hidden pass counts, ``hack_flags``, whether the patch applied.
+``resolved`` (F2P, P2P and the hidden tests all passed, no disqualifying flag),
+``visible_resolved`` (F2P and P2P only: what a reward reads), F2P/P2P/hidden pass counts,
+``hack_flags``, ``canaries``, whether the patch applied. A patch the judge refuses (over
+``max_patch_bytes``: ``patch_too_large``) or cannot handle (``judge_error``, with the
+reason) is that row's verdict, never the batch's end.
 A prediction for a task that is not a usable repository task gets ``status:
 task_rejected`` with the reason. Exit codes as for function tasks (exec_cmd): 0, 2 for
 unusable input (or ``--strict`` with a rejected task), 3 for a sandbox failure.
@@ -108,9 +112,10 @@ def load_repo_tasks(path: str) -> tuple[dict[str, Task], dict[str, str]]:
 
 
 def verdict_row(pred: dict, v) -> dict:
-    detail = v.apply_error[:300] if not v.applied else "; ".join(v.problems)[:300]
+    detail = (v.apply_error if not v.applied and v.apply_error else "; ".join(v.problems))[:300]
     return {"instance_id": pred["instance_id"], "model_name_or_path": pred.get("model_name_or_path", ""),
-            "resolved": v.resolved, "applied": v.applied, "status": v.status or "not_applied",
+            "resolved": v.resolved, "visible_resolved": v.visible_resolved,
+            "applied": v.applied, "status": v.status or "not_applied", "canaries": v.canaries,
             "f2p_passed": v.f2p_passed, "f2p_total": v.f2p_total, "p2p_passed": v.p2p_passed,
             "p2p_total": v.p2p_total, "hidden_passed": v.hidden_passed,
             "hidden_total": v.hidden_total, "hack_flags": v.hack_flags, "dropped": v.dropped,
@@ -183,7 +188,11 @@ def run(args, cfg) -> int:
     out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     resolved = sum(bool(r["resolved"]) for r in rows)
     n_rej = sum(r["status"] == "task_rejected" for r in rows)
+    n_err = sum(r["status"] in ("judge_error", "patch_too_large") for r in rows)
     print(f"judged {len(rows) - n_rej} predictions: {resolved} resolved -> {out}", file=sys.stderr)
+    if n_err:
+        print(f"{args.samples}: {n_err} prediction(s) the judge refused or could not handle "
+              "(status judge_error / patch_too_large: not resolved)", file=sys.stderr)
     if n_rej:
         print(f"{args.tasks}: {n_rej} prediction(s) of rejected tasks: " + "; ".join(
             sorted({f'{k}: {v}' for k, v in rejected.items()})[:10]), file=sys.stderr)  # fmt: skip

@@ -169,10 +169,28 @@ def reward_v3(inp: RewardInput) -> RewardOutput:
     return RewardOutput(reward, comps, steps)
 
 
+def reward_v4(inp: RewardInput) -> RewardOutput:
+    """v3 with the process term from trusted outcomes: each run_tests observation counts
+    at most the visible passes the judge saw on the final diff (an agent's own test runs
+    can be forged from the code under test; the judge's cannot be bought wholesale), and a
+    patch the judge could not handle (judge_error) is a failure like a diff that does not
+    apply, never an excluded row.
+
+    Why: under RL pressure a policy finds any pass count it can print itself; the judge's
+    count on the submitted diff is the only one a forgery cannot move, and a judge error
+    that excluded the row would be a way to dodge a low reward.
+    """
+    if inp.repo is None:
+        raise ValueError(f"reward v4 scores repository tasks: no verdict for {inp.task.task_id}")
+    reward, comps, steps = repo_reward(inp.repo, inp.task, inp.actions, trusted_process=True)
+    return RewardOutput(reward, comps, steps)
+
+
 REGISTRY: dict[str, Composition] = {
     "v1": Composition("v1", reward_v1),
     "v2": Composition("v2", reward_v2),
     "v3": Composition("v3", reward_v3),
+    "v4": Composition("v4", reward_v4),
     # Model-based versions are not golden-pinned: their score depends on a model file or
     # an endpoint, so replay only agrees when that model is the same.
     "v2-critic": Composition("v2-critic", reward_v2_critic, released=False, needs_critic=True),

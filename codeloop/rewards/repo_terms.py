@@ -64,23 +64,27 @@ def f2p_credit(v: RepoVerdict, task: Task) -> float:
     ) / len(ids)
 
 
-def _phi(a: Action, n_visible: int) -> float | None:
-    """Potential of the state a run_tests observation shows (None: not a test run)."""
+def _phi(a: Action, n_visible: int, cap: int | None = None) -> float | None:
+    """Potential of the state a run_tests observation shows (None: not a test run); with
+    ``cap``, the pass count is at most that many (what the judge saw pass)."""
     if a.tool != "run_tests" or a.observation.error_kind in INVALID_KINDS:
         return None
     obs = a.observation
     denom = n_visible or obs.tests_total
-    return W_PROCESS * min(obs.tests_passed / denom, 1.0) if denom else 0.0
+    passed = obs.tests_passed if cap is None else min(obs.tests_passed, cap)
+    return W_PROCESS * min(passed / denom, 1.0) if denom else 0.0
 
 
-def step_terms(actions: list[Action], n_visible: int) -> tuple[list[float], list[float]]:
+def step_terms(
+    actions: list[Action], n_visible: int, cap: int | None = None
+) -> tuple[list[float], list[float]]:
     """(process, cost) per step. Process: Phi(after) - Phi(before) over the visible-test
-    pass count each run_tests observation showed, Phi = 0 before the first; the sum
-    telescopes to the last observed potential, so breaking and re-fixing earns nothing
-    net. Cost: STEP_COST per step plus INVALID_COST per malformed call."""
+    pass count each run_tests observation showed (at most ``cap``), Phi = 0 before the
+    first; the sum telescopes to the last observed potential, so breaking and re-fixing
+    earns nothing net. Cost: STEP_COST per step plus INVALID_COST per malformed call."""
     process, cost, prev = [], [], 0.0
     for a in actions:
-        phi = _phi(a, n_visible)
+        phi = _phi(a, n_visible, cap)
         process.append(0.0 if phi is None else phi - prev)
         prev = prev if phi is None else phi
         invalid = a.observation.error_kind in INVALID_KINDS
@@ -91,20 +95,34 @@ def step_terms(actions: list[Action], n_visible: int) -> tuple[list[float], list
 DISQUALIFY = JudgeConfig().disqualify
 
 
+def judged_visible(v: RepoVerdict, task: Task) -> int:
+    """How many of the task's visible tests the judge saw pass on the final diff."""
+    return sum(v.outcomes.get(i) == "passed" for i in task.visible_tests)
+
+
 def repo_reward(
-    v: RepoVerdict, task: Task, actions: list[Action], disqualify: frozenset[str] = DISQUALIFY
+    v: RepoVerdict,
+    task: Task,
+    actions: list[Action],
+    disqualify: frozenset[str] = DISQUALIFY,
+    trusted_process: bool = False,
 ) -> tuple[float, dict[str, float], list[float]]:
     """(reward, components, step rewards) of one repository episode (see module doc).
 
     reward = [1.0 resolved + 0.3 F2P credit + process] - 0.5 P2P broken share - 0.2 if the
     diff did not apply - step and invalid-call costs; a disqualifying hack flag zeroes the
-    bracket (the pass terms), never the penalties.
+    bracket (the pass terms), never the penalties. ``resolved`` is the judge's visible
+    verdict (F2P and P2P): hidden outcomes never reach a reward. ``trusted_process``: each
+    run_tests observation counts at most the visible passes the judge saw on the final
+    diff, so passes the agent's own runs showed but the submitted diff lacks (a forged
+    report, a fix reverted before submit) earn nothing.
     """
-    process, cost = step_terms(actions, len(task.visible_tests))
+    cap = judged_visible(v, task) if trusted_process else None
+    process, cost = step_terms(actions, len(task.visible_tests), cap)
     hacked = bool(set(v.hack_flags) & disqualify)
     total = v.f2p_total + v.p2p_total
     c = {
-        "resolved": 1.0 if v.resolved else 0.0,
+        "resolved": 1.0 if v.visible_resolved else 0.0,
         "applied": 1.0 if v.applied else 0.0,
         "pass_rate": _r((v.f2p_passed + v.p2p_passed) / total) if total else 0.0,
         "f2p_pass_rate": _r(v.f2p_passed / v.f2p_total) if v.f2p_total else 0.0,

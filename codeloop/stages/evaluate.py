@@ -89,12 +89,13 @@ def _agent_eval(params: Params, paths: Paths, executor):
     from types import SimpleNamespace
 
     from codeloop.agent.env import AgentEnv
-    from codeloop.agent.judge import judge_many
+    from codeloop.agent.judge import judge_config, judge_many
 
     repos = str(paths.repos_dir)
+    cfg = judge_config(params.agent)
 
     def judge(tasks: list[Task], patches: list[str]):
-        return judge_many(list(zip(tasks, patches, strict=True)), repos, executor)
+        return judge_many(list(zip(tasks, patches, strict=True)), repos, executor, cfg)
 
     return SimpleNamespace(
         env=AgentEnv(executor, params.agent, repos), cfg=params.agent, judge=judge

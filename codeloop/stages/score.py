@@ -71,6 +71,7 @@ def score_repo(
     params: Params, paths: Paths, trajs: list[Trajectory], tasks_by_id: dict[str, Task]
 ) -> list[Trajectory]:
     """Repository trajectories judged on their final diffs with reward.repo_version."""
+    from codeloop.agent.judge import judge_config
     from codeloop.rewards.repo import score_repo_trajectories
 
     if not trajs:
@@ -79,7 +80,8 @@ def score_repo(
     executor = _repo_executor(params, paths, tasks)
     try:
         return score_repo_trajectories(
-            trajs, tasks_by_id, params.reward.repo_version, executor, str(paths.repos_dir)
+            trajs, tasks_by_id, params.reward.repo_version, executor, str(paths.repos_dir),
+            judge_config(params.agent),
         )
     finally:
         executor.close()
