@@ -199,6 +199,16 @@ class AgentConfig(_Section):
         description="Host dir the episodes' workspaces go in; '' = /dev/shm where it is a"
         " tmpfs, else the temp dir. Point it at a sized tmpfs to cap their disk use.",
     )
+    max_patch_bytes: int = Field(
+        1_000_000, ge=1024,
+        description="Largest model patch the judge reads (UTF-8 bytes); a larger one is that"
+        " row's verdict (status patch_too_large, not resolved), refused before parsing.",
+    )  # fmt: skip
+    workspace_bytes: int = Field(
+        256 * 2**20, ge=2**20,
+        description="Disk one workspace (an episode's or a judged tree) may fill, on a tmpfs"
+        " of that size: a write past it fails with ENOSPC inside the sandbox.",
+    )  # fmt: skip
     envs_dir: str = Field(
         "data/clean/envs",
         description="Test environment dirs (pytest and each repository's deps), mounted"

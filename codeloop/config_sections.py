@@ -121,10 +121,12 @@ class BucketConfig(_Section):
     )
 
 
-# what sandbox.require can name (codeloop.sandbox.isolation.PROPERTIES says what each means)
+# what sandbox.require can name (codeloop.sandbox.isolation.PROPERTIES says what each means);
+# the default asks all but the optional ones (isolation.OPTIONAL: the host decides those)
 SealProperty = Literal["pid_ns", "net_ns", "ipc_ns", "mount_ns", "private_root",
                        "read_only_root", "caps_dropped", "no_new_privs", "seccomp", "rlimits",
-                       "not_host_root"]  # fmt: skip
+                       "not_host_root", "job_memory_cgroup"]  # fmt: skip
+OPTIONAL_SEAL = ("job_memory_cgroup",)
 
 
 class SandboxConfig(_Section):
@@ -138,15 +140,21 @@ class SandboxConfig(_Section):
         description="Time budget per run (s): CPU seconds, and wall time not spent waiting for a"
         " CPU; hard wall cap 10x + 1 s.",
     )
-    memory_mb: int = Field(512, ge=32, description="Address-space budget per run (MiB).")
+    memory_mb: int = Field(
+        512,
+        ge=32,
+        description="Memory budget per run (MiB): address space per process and, where a"
+        " memory cgroup can be made (job_memory_cgroup), all processes of the run together.",
+    )
     workers: int = Field(0, ge=0, le=256, description="Parallel workers; 0 = one per core.")
     max_output_bytes: int = Field(65536, ge=1024, description="Cap on captured stdout/stderr.")
     require: list[SealProperty] = Field(
-        default_factory=lambda: list(get_args(SealProperty)),
+        default_factory=lambda: [p for p in get_args(SealProperty) if p not in OPTIONAL_SEAL],
         description="Isolation the sandbox must really have (probed at start), else preflight,"
         " exec and the local/docker backends refuse it: pid_ns, net_ns, ipc_ns, mount_ns,"
         " private_root, read_only_root, caps_dropped, no_new_privs, seccomp, rlimits,"
-        " not_host_root. Default: all (the full seal).",
+        " not_host_root, job_memory_cgroup. Default: all but job_memory_cgroup (the full"
+        " seal; a per-job memory cgroup needs root or a delegated cgroup).",
     )
     ro_binds: list[str] = Field(
         default_factory=list,
@@ -183,7 +191,7 @@ class RolloutConfig(_Section):
 # The reward compositions there are, by name. codeloop.rewards.registry registers exactly
 # these (it checks at import, tests/test_score_registry.py too): config, which everything
 # stands on, must not import the reward code (and through it the sandbox) to validate.
-REWARD_VERSIONS = ("v1", "v2", "v2-critic", "v2-judge", "v3")
+REWARD_VERSIONS = ("v1", "v2", "v2-critic", "v2-judge", "v3", "v4")
 
 
 class RewardConfig(_Section):
@@ -192,7 +200,7 @@ class RewardConfig(_Section):
         description="Reward composition (codeloop.rewards.registry): v1, v2, v2-critic, ..., v3 (repo tasks).",
     )
     repo_version: str = Field(
-        "v3",
+        "v4",
         description="Reward composition for repository (agent) tasks: judged final diff; "
         "function tasks use `version`.",
     )
