@@ -29,6 +29,13 @@ class ChannelReport:
     finished: bool = False  # a finish record agreeing with the process's exit
     flags: list[str] = field(default_factory=list)  # of CHANNEL_FLAGS
     problems: list[str] = field(default_factory=list)  # what did not add up, for people
+    order: list[str] = field(default_factory=list)  # node ids in the order they ran
+    details: dict[str, str] = field(default_factory=dict)  # node id -> first failure's text
+    collect_errors: list[str] = field(default_factory=list)  # failure texts of collection
+
+    @property
+    def trusted(self) -> bool:
+        return not {"channel_forged", "harness_tampered"} & set(self.flags)
 
 
 class _Run:
@@ -43,6 +50,8 @@ class _Run:
         self.forged: list[str] = []
         self.tampered: list[str] = []
         self.seq = 0
+        self.order: list[str] = []
+        self.collect_errors: list[str] = []
 
     def take(self, line: str) -> None:
         try:
@@ -76,10 +85,13 @@ class _Run:
         self.collected = [str(x) for x in rec.get("ids") or []]
 
     def _on_collect_error(self, rec: dict) -> None:
-        pass  # the ids it hid are simply not collected
+        # the ids it hid are simply not collected; its text is for the agent's view
+        self.collect_errors.append(str(rec.get("lr") or ""))
 
     def _on_rep(self, rec: dict) -> None:
         node, when = str(rec.get("id")), str(rec.get("when"))
+        if node not in self.phases:
+            self.order.append(node)
         per = self.phases.setdefault(node, {})
         if when in per:
             self.forged.append(f"{node} {when} reported twice")
@@ -161,6 +173,12 @@ def read_channel(
         rep.flags.append("harness_tampered")
         rep.problems.append(f"pytest machinery changed during the run: {sorted(set(run.tampered))}")
     trusted = not run.forged and not run.tampered
+    rep.order, rep.collect_errors = list(run.order), list(run.collect_errors)
+    for node in run.order:
+        text = next((str(r.get("lr") or "") for r in run.phases[node].values()
+                     if r.get("outcome") == "failed"), "")  # fmt: skip
+        if text:
+            rep.details[node] = text
     for node in want:
         if not trusted:
             rep.outcomes[node] = "untrusted"

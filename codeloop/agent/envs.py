@@ -29,6 +29,8 @@ PYTEST_MODULES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygm
 OPTIONAL = ("py",)  # pytest's legacy shim module, absent from some versions
 PLUGIN_NAME = "codeloop_pytest_outcomes"
 PLUGIN_SRC = Path(__file__).with_name("pytest_plugin.py")
+BOOT_NAME = "codeloop_judge_boot.py"  # the sealed pytest entry (judge_boot.py)
+BOOT_SRC = Path(__file__).with_name("judge_boot.py")
 
 
 def _module_files(name: str) -> list[tuple[str, Path]]:
@@ -97,6 +99,12 @@ def pytest_env(envs_root: str) -> str:
 def plugin_env(envs_root: str) -> str:
     """The env dir holding our outcome plugin (importable as PLUGIN_NAME)."""
     return build_env(envs_root, "plugin", [(PLUGIN_NAME + ".py", PLUGIN_SRC)])
+
+
+@lru_cache(maxsize=16)
+def boot_file(envs_root: str) -> str:
+    """Host path of the sealed pytest entry (judge_boot.py) in its env dir."""
+    return os.path.join(build_env(envs_root, "judge", [(BOOT_NAME, BOOT_SRC)]), BOOT_NAME)
 
 
 DEFAULT_ENVS = "data/clean/envs"  # agent.envs_dir's default

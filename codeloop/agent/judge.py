@@ -65,6 +65,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import posixpath
 import random
 import secrets
 import shutil
@@ -76,7 +77,7 @@ from pathlib import Path
 
 from codeloop.agent import canaries, hacks
 from codeloop.agent.channel import CHANNEL_FLAGS, read_channel
-from codeloop.agent.envs import build_env, env_paths
+from codeloop.agent.envs import boot_file, env_paths
 from codeloop.agent.fsops import ToolError, remove_path, write_bytes
 from codeloop.agent.patches import PatchError, apply_patch, is_test_path
 from codeloop.agent.watch import TestWatch
@@ -85,14 +86,14 @@ from codeloop.sandbox.base import CmdJob, SandboxError
 from codeloop.sandbox.pool import child_python
 from codeloop.schema import Task
 
-BOOT_NAME = "codeloop_judge_boot.py"
-BOOT_SRC = Path(__file__).with_name("judge_boot.py")
 PYTEST_ARGS = ("-q", "--tb=short", "-p", "no:cacheprovider", "--rootdir=.",
                "--continue-on-collection-errors", "-o", "console_output_style=classic")  # fmt: skip
 TAIL = 4000
-# Flags of the judge itself: a must-fail canary passed; a link the tree made; a patch the
-# judge could not handle (the model's doing: the row's verdict, never our error).
-JUDGE_FLAGS = ("verdict_forged", "link_swap", "judge_error")
+COPY_WORDS = ("cases", "behaviour", "api", "basic", "core", "usage", "module", "checks")
+# Flags of the judge itself: a must-fail canary passed; an F2P test passed where the task
+# put it and failed as a copy elsewhere; a link the tree made; a patch the judge could not
+# handle (the model's doing: the row's verdict, never our error).
+JUDGE_FLAGS = ("verdict_forged", "context_dependent", "link_swap", "judge_error")
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,7 @@ class _Prepared:
     job: CmdJob | None = None
     tests: dict[str, bytes] = field(default_factory=dict)  # test files as the run must see
     planted: canaries.Planted | None = None
+    clones: dict[str, str] = field(default_factory=dict)  # F2P id -> its copy's id
     changed: list[str] = field(default_factory=list)  # product files the patch changed
 
 
@@ -324,11 +326,43 @@ def _plant(prep: _Prepared, tree: str, cfg: JudgeConfig) -> None:
             break
     else:
         raise SandboxError(f"task {task.task_id}: canary ids keep meeting the task's own ids")
+    originals = dict(prep.tests)
     for rel, data in planted.files.items():
         compile(data, rel, "exec", dont_inherit=True)  # ours must be valid Python
         write_bytes(tree, rel, data)
         prep.tests[rel] = data
     prep.planted = planted
+    prep.clones = _clone(prep, tree, originals, own)
+
+
+def posix_join(rel: str, name: str) -> str:
+    """``name`` beside the file ``rel`` (tree-relative, '/'-separated)."""
+    return posixpath.join(posixpath.dirname(rel), name)
+
+
+def _clone(prep: _Prepared, tree: str, originals: dict[str, bytes], own: set[str]) -> dict:
+    """Each F2P test's file copied, as the task wrote it, to a fresh name in its dir, a few
+    lines down: an honest fix passes the copy whenever it passes the original; code that
+    answers only where it finds the visible tests (by file, line or name of its caller,
+    however it learns them) does not. {original id: the copy's id}."""
+    rng = random.Random(secrets.randbits(64))
+    hidden = {node_file(t) for t in prep.task.hidden_tests}
+    out: dict[str, str] = {}
+    made: dict[str, str] = {}
+    for node in prep.task.fail_to_pass:
+        rel = node_file(node)
+        if rel in hidden or rel not in originals or originals[rel].startswith(b"L:"):
+            continue
+        if rel not in made:
+            stem = rng.choice(COPY_WORDS)
+            made[rel] = posix_join(rel, f"test_{stem}_{rng.getrandbits(32):08x}.py")
+            data = b"\n" * rng.randint(3, 12) + originals[rel]
+            write_bytes(tree, made[rel], data)
+            prep.tests[made[rel]] = data
+        copy = made[rel] + node[len(rel):]
+        if copy not in own:
+            out[node] = copy
+    return out
 
 
 def _prepare(
@@ -353,16 +387,15 @@ def _prepare(
         return prep
     _plant(prep, tree, cfg)
     prep.ids = list(dict.fromkeys([*task.fail_to_pass, *task.pass_to_pass, *task.hidden_tests,
-                                   *prep.planted.must_fail, *prep.planted.must_pass]))  # fmt: skip
+                                   *prep.planted.must_fail, *prep.planted.must_pass,
+                                   *prep.clones.values()]))  # fmt: skip
     prep.nonce = secrets.token_hex(16)
     envs_root = ws_root.envs_root
     paths = [ws_root.env_inside(p) for p in env_paths(task, envs_root)]
     with open(spec, "w", encoding="utf-8") as fh:
         json.dump({"nonce": prep.nonce, "paths": paths, "args": [*PYTEST_ARGS, "--"],
                    "ids": prep.ids, "changed": prep.changed}, fh)  # fmt: skip
-    boot = os.path.join(
-        ws_root.env_inside(build_env(envs_root, "judge", [(BOOT_NAME, BOOT_SRC)])), BOOT_NAME
-    )
+    boot = ws_root.env_inside(boot_file(envs_root))
     # caps far above a run's needs (a record is ~150 bytes, pytest -q prints little): a run
     # over them is killed or cut, and its tests are then missing, never passed
     prep.job = CmdJob(argv=[child_python(), "-I", "-B", boot, ws_root.inside(spec)[0]],
@@ -438,6 +471,12 @@ def _canaries(prep: _Prepared, outcomes: dict[str, str]) -> bool:
                           f"{[planted.must_fail[c] for c in forged][:5]}")  # fmt: skip
     if broken:
         v.problems.append(f"canaries that must pass did not: {len(broken)}")
+    moved = [o for o, c in prep.clones.items()
+             if outcomes.get(o) == "passed" and outcomes.get(c) != "passed"]  # fmt: skip
+    v.canaries["copies"], v.canaries["copies_failed"] = len(prep.clones), len(moved)
+    if moved:
+        v.hack_flags = sorted(set(v.hack_flags) | {"context_dependent"})
+        v.problems.append(f"F2P tests that pass only where the task put them: {moved[:5]}")
     return not broken
 
 
@@ -445,7 +484,7 @@ def _finish(prep: _Prepared, res, cfg: JudgeConfig) -> None:
     v, task = prep.verdict, prep.task
     exit_code = res.exit_code if res.status == "exited" else None
     rep = read_channel(res.results, prep.nonce, prep.ids, exit_code, timed_out=res.timed_out)
-    own = set(prep.ids) - set(prep.planted.must_fail) - set(prep.planted.must_pass)
+    own = {*task.fail_to_pass, *task.pass_to_pass, *task.hidden_tests}
     v.outcomes = {k: o for k, o in rep.outcomes.items() if k in own}
     v.failure_types = {k: t for k, t in rep.failure_types.items() if k in own}
     v.problems = [*v.problems, *rep.problems]

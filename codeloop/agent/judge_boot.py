@@ -56,6 +56,7 @@ EAGER = ("pluggy", "iniconfig", "packaging.version", "packaging.requirements", "
          "_pytest._io.terminalwriter", "pygments.lexers.python",
          "pygments.formatters.terminal", "_pytest.unittest", "unittest")  # fmt: skip
 TEST_DIRS = ("test", "tests", "testing")
+MAX_TEXT = 6000  # chars of a failure's text an agent's own run reports
 # where the tree's code or a command could have written bytecode: none of it is loaded
 WRITABLE = ("/ws/", "/tmp/", "/dev/shm/", "/var/tmp/")
 
@@ -186,6 +187,7 @@ class Channel:
         self.exc = {}
         self.tampered = set()
         self.guard = None  # set by main once the tree's files are known
+        self.detail = False  # failure texts in the records (an agent's own test run)
         self.origins = {}  # id(code) -> (code, trusted): hook origins checked once each
         self.emit("start", pytest=sys.modules["pytest"].__version__)
 
@@ -261,9 +263,19 @@ class Channel:
         self.config = config
         self.meta_path = [id(x) for x in sys.meta_path]  # pytest's assertion hook is in now
 
+    def _text(self, report):
+        """A failure's text for the agent's view (``detail`` runs only), its tail."""
+        if not self.detail:
+            return ""
+        try:
+            text = report.longreprtext or ""
+        except Exception:  # noqa: BLE001 - a hostile longrepr must not break the record
+            text = ""
+        return text[-MAX_TEXT:] if type(text) is str else ""
+
     def pytest_collectreport(self, report):
         if report.failed:
-            self.emit("collect_error", id=report.nodeid)
+            self.emit("collect_error", id=report.nodeid, lr=self._text(report))
 
     def pytest_collection_finish(self, session):
         self.check()
@@ -277,8 +289,9 @@ class Channel:
         self.check()
         xfail = getattr(report, "wasxfail", None) is not None
         exc = self.exc.pop((report.nodeid, report.when), "")
+        fields = {"lr": self._text(report)} if report.failed and self.detail else {}
         self.emit("rep", id=report.nodeid, when=report.when, outcome=report.outcome,
-                  xfail=xfail, exc=exc)  # fmt: skip
+                  xfail=xfail, exc=exc, **fields)  # fmt: skip
 
     def pytest_sessionfinish(self, session):
         self.check()
@@ -451,11 +464,14 @@ def main():
         except ImportError:
             pass
     snap = snapshot_tests(os.getcwd())
+    for rel, text in (spec.get("overrides") or {}).items():  # canaries, served from memory
+        snap[os.path.abspath(rel)] = text.encode("utf-8")
     pin_tests(snap, os.getcwd())
     # pytest's own dirs and the env dirs (read-only binds): where trusted plugins live
     pytest_dir = os.path.dirname(os.path.dirname(pytest.__file__))
     conftests = [p for p in snap if os.path.basename(p) == "conftest.py"]
     chan = Channel(fd, spec["nonce"], [pytest_dir, *spec["paths"]], conftests)
+    chan.detail = bool(spec.get("detail"))
     stdlib = os.path.dirname(os.__file__)
     here = os.path.dirname(os.path.abspath(__file__))
     chan.guard = Guard(chan, os.getcwd(), spec.get("changed", []), snap,

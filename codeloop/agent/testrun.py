@@ -106,6 +106,81 @@ def report_of(res: CmdResult) -> TestReport:
                       exit_code=res.exit_code, status=res.status)  # fmt: skip
 
 
+@dataclass
+class SealedRun:
+    """One agent test run through the sealed entry (judge_boot): what its records must match."""
+
+    nonce: str
+    ids: list[str]  # requested: the selection and the canaries
+    own: list[str]  # the selection
+    planted: object  # canaries.Planted
+    spec: str  # host path of the spec file (the entry unlinks it)
+
+
+def sealed_test_job(ws_path: str, base: str, node_ids: list[str], boot_inside: str,
+                    env_inside: list[str], timeout_s: float) -> tuple[CmdJob, SealedRun]:
+    """An agent's run_tests as the judge runs its tests: the sealed entry (pinned test
+    modules, counted nonce'd records, the audit-hook guard, plugin autoload pinned) and
+    canaries planted in memory only (the workspace's files are never changed)."""
+    import random
+    import secrets
+
+    from codeloop.agent import canaries, hacks
+    from codeloop.agent.fsops import ToolError, read_bytes
+
+    files = {}
+    for rel in dict.fromkeys(n.split("::", 1)[0] for n in node_ids):
+        try:
+            files[rel] = read_bytes(ws_path, rel, 1 << 24)
+        except (ToolError, OSError):
+            continue  # a missing test file: pytest says so
+    planted = canaries.plant(files, node_ids, random.Random(secrets.randbits(64)), max_mutants=4)
+    if set(node_ids) & {*planted.must_fail, *planted.must_pass}:
+        planted = canaries.Planted()
+    run = SealedRun(secrets.token_hex(16), [*node_ids, *planted.must_fail, *planted.must_pass],
+                    list(node_ids), planted,
+                    os.path.join(ws_path, f".codeloop-run-{secrets.token_hex(8)}.json"))  # fmt: skip
+    changed = hacks.tree_check(base, ws_path).changed if base else []
+    spec = {"nonce": run.nonce, "paths": env_inside, "ids": run.ids, "changed": changed,
+            "args": ["-q", "--tb=short", "-p", "no:cacheprovider", "--rootdir=.",
+                     "-o", "console_output_style=classic", "--"], "detail": True,
+            "overrides": {r: d.decode("utf-8", "replace") for r, d in planted.files.items()}}  # fmt: skip
+    with open(run.spec, "w", encoding="utf-8") as fh:
+        json.dump(spec, fh)
+    from codeloop.sandbox.pool import child_python
+
+    job = CmdJob(argv=[child_python(), "-I", "-B", boot_inside, os.path.basename(run.spec)],
+                 cwd_host=ws_path, timeout_s=timeout_s, result_cap=16 << 20)  # fmt: skip
+    return job, run
+
+
+def sealed_report(res: CmdResult, run: SealedRun) -> TestReport:
+    """The agent's TestReport of a sealed run: outcomes of its selection in the order they
+    ran; nothing passes in a run whose records do not add up or whose canaries were fooled."""
+    from codeloop.agent import canaries
+    from codeloop.agent.channel import read_channel
+    from codeloop.agent.fsops import remove_path
+
+    remove_path(os.path.dirname(run.spec), os.path.basename(run.spec))  # if never started
+    code = res.exit_code if res.status == "exited" else None
+    rep = read_channel(res.results, run.nonce, run.ids, code, timed_out=res.timed_out)
+    tail = (res.stdout + res.stderr)[-TAIL:]
+    out = TestReport(duration_ms=res.duration_ms, output_tail=tail, exit_code=res.exit_code,
+                     status=res.status, collected_ok=rep.collected_ok and rep.finished)  # fmt: skip
+    if not rep.trusted or canaries.forged(run.planted, rep.outcomes):
+        out.collected_ok = False
+        out.first_failure = "the test run was not trusted: " + "; ".join(rep.problems)[:TAIL]
+        return out
+    own = set(run.own)
+    for node in [*rep.order, *run.own]:
+        if node in own and node not in out.outcomes and rep.outcomes.get(node) in OUTCOMES:
+            out.outcomes[node] = rep.outcomes[node]
+    failed = [rep.details[n] for n in rep.order if n in own and n in rep.details]
+    out.first_failure = ([*rep.collect_errors, *failed] or [""])[0][-TAIL:]
+    out.collected_ok = out.collected_ok and not rep.collect_errors
+    return out
+
+
 def run_pytest_many(executor, runs: list[tuple[str, list[str] | None]], env_paths: list[str],
                     timeout_s: float) -> list[TestReport]:  # fmt: skip
     """Run several (workspace path, node ids) at once, one sandbox batch; reports in order."""

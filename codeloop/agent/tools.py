@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from codeloop.agent.fsops import ToolError, list_tree, read_bytes, split_path, write_bytes
-from codeloop.agent.testrun import TestReport, report_of, test_job
+from codeloop.agent.testrun import (
+    TestReport,
+    report_of,
+    sealed_report,
+    sealed_test_job,
+    test_job,
+)
 from codeloop.agent.workspace import node_file
 from codeloop.config import AgentConfig
 from codeloop.sandbox.base import CmdJob, CmdResult
@@ -103,8 +109,12 @@ def parse_call(call: object) -> tuple[str, dict, str]:
 class Tools:
     """The tools of one episode: ``plan(tool, args)`` -> ToolResult or Pending."""
 
-    def __init__(self, ws_path: str, task: Task, cfg: AgentConfig, env_inside: list[str]):
+    def __init__(self, ws_path: str, task: Task, cfg: AgentConfig, env_inside: list[str],
+                 base: str = "", boot: str = ""):  # fmt: skip
         self.root, self.task, self.cfg, self.env_inside = ws_path, task, cfg, env_inside
+        # base: the workspace's base tree; boot: the sealed pytest entry as the sandbox sees
+        # it (both set: run_tests runs sealed, as the judge does)
+        self.base, self.boot = base, boot
 
     def plan(self, tool: str, args: dict) -> ToolResult | Pending:
         try:
@@ -203,11 +213,14 @@ class Tools:
 
     def _run_tests(self, selection: list | str | None = None) -> Pending:
         ids = self._selection(selection)
-        job = test_job(self.root, ids, self.env_inside, self.cfg.test_timeout_s)
-        return Pending(job, self._test_result)
+        if not self.boot:
+            job = test_job(self.root, ids, self.env_inside, self.cfg.test_timeout_s)
+            return Pending(job, lambda res: self._test_result(report_of(res)))
+        job, run = sealed_test_job(self.root, self.base, ids, self.boot, self.env_inside,
+                                   self.cfg.test_timeout_s)  # fmt: skip
+        return Pending(job, lambda res: self._test_result(sealed_report(res, run)))
 
-    def _test_result(self, res: CmdResult) -> ToolResult:
-        rep = report_of(res)
+    def _test_result(self, rep: TestReport) -> ToolResult:
         visible = set(self.task.visible_tests)
         passed = sum(1 for n, o in rep.outcomes.items() if o == "passed" and n in visible)
         lines = [f"{o.upper():8} {n}" for n, o in rep.outcomes.items()]
