@@ -16,7 +16,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from codeloop.agent.envs import env_paths, plugin_env, pytest_env
+from codeloop.agent.envs import boot_file, env_paths, plugin_env, pytest_env
 from codeloop.agent.tools import INVALID_KINDS, Pending, ToolResult, Tools, parse_call, truncate
 from codeloop.agent.workspace import BaseCache, Workspace
 from codeloop.config import AgentConfig, SandboxConfig
@@ -26,12 +26,14 @@ from codeloop.schema import Action, Observation, Task
 
 def make_agent_executor(sandbox: SandboxConfig, agent: AgentConfig):
     """An executor that can run agent commands, with ``agent.envs_dir`` visible at /envs
-    (the pytest and plugin env dirs are built there first)."""
+    (the pytest and plugin env dirs are built there first), each workspace a tmpfs of
+    ``agent.workspace_bytes`` where the host can mount one (``workspaces.quota_enforced``)."""
     envs = os.path.abspath(agent.envs_dir)
     pytest_env(envs)
     plugin_env(envs)
     return make_executor(sandbox, workspaces=True, envs_root=envs,
-                         ws_parent=agent.workspace_dir or None)  # fmt: skip
+                         ws_parent=agent.workspace_dir or None,
+                         workspace_bytes=agent.workspace_bytes)  # fmt: skip
 
 
 @dataclass
@@ -107,7 +109,9 @@ class AgentEnv:
             raise ValueError(f"task {task.task_id}: kind {task.kind!r} is not a repository task")
         inside = [self.executor.workspaces.env_inside(p) for p in env_paths(task, self.envs_root)]
         ws = Workspace.create(task, self.cache, self.executor.workspaces.new_workspace)
-        return Episode(self, task, ws, Tools(ws.path, task, self.cfg, inside))
+        boot = self.executor.workspaces.env_inside(boot_file(self.envs_root))
+        tools = Tools(ws.path, task, self.cfg, inside, base=ws.base, boot=boot)
+        return Episode(self, task, ws, tools)
 
     def step_many(self, calls: list[tuple[Episode, object]]) -> list[Observation]:
         """One call for each of several (distinct) episodes; their sandbox commands run as

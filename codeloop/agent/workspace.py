@@ -18,7 +18,7 @@ import stat
 import tempfile
 
 from codeloop.agent.patches import apply_patch, is_test_path, unified_diff
-from codeloop.sandbox.cmdjobs import fast_tmp
+from codeloop.sandbox.cmdjobs import fast_tmp, release_workspace
 from codeloop.schema import Task
 
 
@@ -109,7 +109,10 @@ def copy_tree(src: str, dest: str) -> None:
 
 
 def remove_tree(path: str) -> None:
-    """rmtree that also removes what the agent made unreadable (chmod 000 dirs)."""
+    """rmtree that also removes what the agent made unreadable (chmod 000 dirs). A workspace
+    that is a tmpfs of its own (a quota'd WorkspaceRoot's) is unmounted first: its files go
+    with it, and its dir is left empty."""
+    release_workspace(path)
 
     def fix(func, p, exc):  # noqa: ARG001 - shutil's onerror signature
         parent = os.path.dirname(p)

@@ -47,6 +47,7 @@ def make_executor(
     ws_parent: str | None = None,
     warm: bool = False,
     prestart: Prestart | None = None,
+    workspace_bytes: int | None = None,
 ) -> Executor:
     """Build the executor ``cfg.backend`` names; call ``close()`` when done.
     ``workspaces``: it can also run commands in agent workspaces (``run_commands``; local
@@ -54,7 +55,9 @@ def make_executor(
     ``ws_parent``: the host dir the workspaces go in (default: /dev/shm, else the temp dir);
     ``warm``: start every slot's zygote now, side by side (local and docker), not on first use;
     ``prestart``: zygotes a ``local.Prestart`` started early, adopted by a local executor
-    they fit (any other backend or config ends them)."""
+    they fit (any other backend or config ends them); ``workspace_bytes``: each workspace
+    is a tmpfs of that size of its own (a write past it fails with ENOSPC; root only:
+    ``executor.workspaces.quota_enforced`` says whether it is), None: no quota."""
     if cfg is None:
         from codeloop.config import SandboxConfig
 
@@ -71,10 +74,20 @@ def make_executor(
     if cfg.backend == "docker":
         from codeloop.sandbox.docker_backend import DockerExecutor
 
-        return DockerExecutor(cfg, workspaces, envs_root, ws_parent, warm=warm)
+        return DockerExecutor(
+            cfg, workspaces, envs_root, ws_parent, warm=warm, workspace_bytes=workspace_bytes
+        )
     from codeloop.sandbox.local import LocalExecutor
 
-    return LocalExecutor(cfg, workspaces, envs_root, ws_parent, warm=warm, prestart=prestart)
+    return LocalExecutor(
+        cfg,
+        workspaces,
+        envs_root,
+        ws_parent,
+        warm=warm,
+        prestart=prestart,
+        workspace_bytes=workspace_bytes,
+    )
 
 
 def require_met(executor: Executor, cfg: SandboxConfig) -> None:

@@ -6,14 +6,29 @@ read-only at ``/envs``. Each agent episode gets ``ws_root/<128-bit random token>
 0700); a command names its cwd on the host and runs at the matching path inside the seal:
 ``/ws/...`` with its own workspace bound at /ws (local), or ``/ws/<token>/...`` (docker);
 see codeloop.sandbox.command. No host path name reaches the sandbox.
+
+With ``quota_bytes`` each workspace is a tmpfs of that size of its own, mounted by the host
+on the workspace's dir (so a write past it fails with ENOSPC inside the sandbox, while the
+host reads and writes the tree as any dir) and unmounted when it is removed
+(``release_workspace``, which codeloop.agent.workspace.remove_tree calls) or at ``close``.
+For every zygote to see these mounts, also those made after it started, the workspace root
+is first bound on itself and made a shared mount; each zygote's (recursive) bind of it is a
+slave (seal.py), so it receives them and nothing it mounts goes back. Mounting needs root: without it (or
+where mount is refused) ``quota_enforced`` is False, ``quota_problem`` says why, and
+workspaces are plain dirs, bounded only by the file system they are on (``ws_parent``, e.g.
+a sized tmpfs an admin mounted) and RLIMIT_FSIZE per file.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import secrets
 import shutil
 import tempfile
+import threading
+import weakref
 
 from codeloop.sandbox.base import CmdJob, CmdResult, SandboxError
 from codeloop.sandbox.judge import wall_cap
@@ -22,6 +37,48 @@ WS_MOUNT, ENVS_MOUNT = "/ws", "/envs"
 WS_HIDDEN = "/.ws-hidden"  # as in command.py (zygote source, not importable from here)
 WS_ALL = WS_HIDDEN + "/all"
 NOFILE = 256  # pytest and a shell open more files than a judged function
+MS_NOSUID, MS_NODEV, MS_BIND, MS_PRIVATE, MS_SHARED = 2, 4, 4096, 1 << 18, 1 << 20
+MNT_DETACH = 2
+_libc = ctypes.CDLL(None, use_errno=True)
+_MOUNTED: dict[str, WorkspaceRoot] = {}  # workspace dir -> the root that mounted its tmpfs
+_MOUNTED_LOCK = threading.Lock()
+
+
+def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
+    args = [x.encode() if x else None for x in (src, target, fstype, data)]
+    if _libc.mount(args[0], args[1], args[2], ctypes.c_ulong(flags), args[3]) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {fstype or src or ''} on {target}: {os.strerror(err)}")
+
+
+def _unmount(target: str) -> None:
+    """Detach the mount at ``target`` (lazily: a holder of it keeps it until it lets go);
+    nothing when none is there (EINVAL)."""
+    if _libc.umount2(target.encode(), MNT_DETACH) != 0:
+        err = ctypes.get_errno()
+        if err != errno.EINVAL:
+            raise OSError(err, f"umount {target}: {os.strerror(err)}")
+
+
+def release_workspace(path: str) -> None:
+    """Unmount a workspace's tmpfs (its files go with it), leaving its empty dir; nothing
+    for a workspace that has none (no quota) or any other path."""
+    with _MOUNTED_LOCK:
+        root = _MOUNTED.pop(os.path.abspath(path), None)
+    if root is not None:
+        root._release(os.path.abspath(path))
+
+
+def _unmount_all(mounts: set[str], root: str) -> None:
+    """At exit, for a workspace root never closed: its workspaces' tmpfs and its own bind
+    (a mount outlives the process that made it; the dirs stay, as ever for such a root)."""
+    for path in [*mounts, root]:
+        with _MOUNTED_LOCK:
+            _MOUNTED.pop(path, None)
+        try:
+            _unmount(path)
+        except OSError:
+            pass
 
 
 def fast_tmp() -> str | None:
@@ -35,7 +92,9 @@ def fast_tmp() -> str | None:
 class WorkspaceRoot:
     """The host dir of an executor's workspaces (and where its env dirs appear inside).
     ``owner``: the uid the sandboxed commands run as when the host must hand files over
-    itself (docker: 65534); None when the zygote does it (local) or nothing has to."""
+    itself (docker: 65534); None when the zygote does it (local) or nothing has to.
+    ``quota_bytes``: the size of each workspace's own tmpfs (None: no tmpfs, no quota);
+    ``quota_enforced`` says whether it is one (root only: see the module doc)."""
 
     def __init__(
         self,
@@ -43,6 +102,7 @@ class WorkspaceRoot:
         owner: int | None = None,
         parent: str | None = None,
         bind_per_job: bool = False,
+        quota_bytes: int | None = None,
     ) -> None:
         self.bind_per_job = bind_per_job
         # parent: where workspaces live (a sized tmpfs or a quota'd fs caps their disk use)
@@ -56,6 +116,45 @@ class WorkspaceRoot:
         if self.envs_root and not os.path.isdir(self.envs_root):
             raise SandboxError(f"envs root {self.envs_root} is not a directory")
         self.owner = owner
+        self.quota_bytes, self.quota_problem = quota_bytes, ""
+        self._mounts: set[str] = set()
+        self._shared = False  # the root bound on itself as a shared mount
+        if quota_bytes:
+            self._share_root()
+
+    @property
+    def quota_enforced(self) -> bool:
+        """Whether each new workspace is a tmpfs of ``quota_bytes`` (a write past it: ENOSPC)."""
+        return bool(self.quota_bytes) and self._shared
+
+    def _share_root(self) -> None:
+        """Bind the root on itself as a shared mount of its own (private first: never a peer
+        of the mount it sits on), so each zygote's slave bind of it receives the workspaces'
+        tmpfs mounts made later."""
+        if os.geteuid() != 0:
+            self.quota_problem = (
+                "not root: workspaces are plain dirs, their size bounded only by the file "
+                "system they are on (agent.workspace_dir, e.g. a sized tmpfs) and 16 MiB a file"
+            )
+            return
+        try:
+            _mount(self.path, self.path, None, MS_BIND)
+        except OSError as e:
+            self.quota_problem = f"cannot mount here, workspaces are plain dirs: {e}"
+            return
+        try:
+            _mount(None, self.path, None, MS_PRIVATE)
+            _mount(None, self.path, None, MS_SHARED)
+        except OSError as e:
+            _unmount(self.path)
+            self.quota_problem = f"cannot make the workspace root a shared mount: {e}"
+            return
+        self._shared = True
+        self._at_exit = weakref.finalize(self, _unmount_all, self._mounts, self.path)
+
+    def _release(self, path: str) -> None:
+        self._mounts.discard(path)
+        _unmount(path)
 
     def binds(self) -> list[list]:
         """``[host, inside, writable]`` for the sandbox's private root (or the container)."""
@@ -76,6 +175,17 @@ class WorkspaceRoot:
         """A fresh, empty workspace dir; its name is an unguessable token."""
         path = os.path.join(self.path, secrets.token_hex(16))
         os.mkdir(path, 0o700)
+        if self.quota_enforced:
+            # one inode per page of the quota: empty files cost the host memory too
+            size = f"size={self.quota_bytes},nr_inodes={max(1024, self.quota_bytes // 4096)}"
+            try:
+                _mount("codeloop-ws", path, "tmpfs", MS_NOSUID | MS_NODEV, f"{size},mode=0700")
+            except OSError as e:
+                os.rmdir(path)
+                raise SandboxError(f"cannot mount the workspace's tmpfs: {e}") from e
+            with _MOUNTED_LOCK:
+                _MOUNTED[path] = self
+                self._mounts.add(path)
         return path
 
     def inside(self, host_path: str) -> tuple[str, str]:
@@ -124,6 +234,12 @@ class WorkspaceRoot:
             elif os.path.lexists(path):
                 os.unlink(path)
 
+        for path in list(self._mounts):  # workspaces not removed yet: their tmpfs goes
+            release_workspace(path)
+        if self._shared:  # the root's bind on itself; the same dir shows below it
+            self._shared = False
+            self._at_exit.detach()
+            _unmount(self.path)
         if os.path.isdir(self.path):
             os.chmod(self.path, 0o700)
             shutil.rmtree(self.path, onerror=fix)

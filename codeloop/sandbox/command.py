@@ -15,7 +15,11 @@ zygote binds that command's own workspace at /ws and detaches it after, so a job
 its tree, ``..`` of it is the root, and no other episode's workspace has a path it can
 reach, as root and as an ordinary user alike (where one uid owns every workspace). Binding
 per job needs mount in the zygote, so such a zygote leaves the seccomp filter to each
-child (built once, installed in ``_enter`` before anything of the job runs).
+child (built once, installed in ``_enter`` before anything of the job runs). Where the
+host gives each workspace a tmpfs of its own (cmdjobs.WorkspaceRoot's quota), that tmpfs is
+mounted after the zygote started and reaches it through the workspace root's bind, a slave
+of the host's shared mount (seal.py): /ws is then that tmpfs, and a write past its size
+fails with ENOSPC.
 Docker (no mount in a container): the workspace root is a volume at /ws (mode 0711, not
 listable) and a command runs in /ws/<token>; the host hands the workspace to the
 container's uid before the command and back to root (mode 0700) after, so between its
@@ -35,6 +39,7 @@ try:  # for linters and tests; as the zygote, seal.py's source runs before this 
         MS_BIND,
         MS_NODEV,
         MS_NOSUID,
+        MS_PRIVATE,
         MS_REMOUNT,
         _mount,
         _sys_libc,
@@ -65,9 +70,11 @@ def command_problem(cmd):
 
 def bind_workspace(ws):
     """Bind workspace ``ws`` (under WS_ALL) at /ws for the next job: the job's /ws is its own
-    tree, whose parent is the root; no other workspace has a path it can reach."""
+    tree, whose parent is the root; no other workspace has a path it can reach. Private: the
+    host's mounts never change it while the job runs."""
     unbind_workspace()
     _mount(ws, WS_MOUNT, None, MS_BIND)
+    _mount(None, WS_MOUNT, None, MS_PRIVATE)
     _mount(None, WS_MOUNT, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
 
 

@@ -11,6 +11,17 @@ Jobs go in and results come out over the container's attached stdin/stdout, so a
 does not pay a container start. Inside, the zygote forks one child per job and, as PID 1,
 kill(-1)s everything the job left; it is non-dumpable, so a child of the same uid can
 neither ptrace it nor open its /proc entries.
+
+Memory: a container runs one job at a time, so its memory limit (the executor's
+``memory_mb`` + 256 MiB, which also holds the zygote and what the job writes to the
+container's /tmp; a job's own ``memory_mb`` does not change it) caps every process of a job
+together. The zygote reads the container's own memory cgroup's OOM-kill count (memcg.py,
+``watch``): any OOM kill in it during a job ends the job as memory_limit, also when the
+killed process was not its first child. No cgroup is made per job (the container is one),
+so ``job_memory_cgroup`` is not probed true here.
+Workspaces with a quota (``workspace_bytes``): the host mounts each workspace's tmpfs below
+the shared workspace root (cmdjobs.WorkspaceRoot), and the root's volume is ``rslave``, so
+the container sees each one at /ws/<token> and a write past its size fails with ENOSPC.
 """
 
 from __future__ import annotations
@@ -77,10 +88,20 @@ class DockerZygote:
     """A zygote running as the main process of one container, spoken to over attach."""
 
     def __init__(
-        self, client, cfg: SandboxConfig, slot: int, start_timeout: float = 60.0, binds=()
+        self,
+        client,
+        cfg: SandboxConfig,
+        slot: int,
+        start_timeout: float = 60.0,
+        binds=(),
+        receive: bool = False,
     ) -> None:
+        # receive: writable volumes get the host's later mounts below them (rslave; needs a
+        # shared or slave source mount: a quota'd WorkspaceRoot's)
+        rw = {"mode": "rw", **({"propagation": "rslave"} if receive else {})}
         opts = zygote_opts(None, "/tmp/codeloop-work", private_scratch=True, container=True,
-                           nproc=4096, watch_parent=False, oom_fault=False)  # fmt: skip
+                           nproc=4096, watch_parent=False, oom_fault=False,
+                           cgroup={"watch": True})  # fmt: skip
         try:
             self.container = client.containers.create(
                 IMAGE,
@@ -90,8 +111,8 @@ class DockerZygote:
                 memswap_limit=f"{cfg.memory_mb + 256}m", pids_limit=128, nano_cpus=1_000_000_000,
                 cap_drop=["ALL"], security_opt=["no-new-privileges"], labels={LABEL: str(slot)},
                 volumes={**{p: {"bind": p, "mode": "ro"} for p in cfg.ro_binds},
-                         **{src: {"bind": dst, "mode": "rw" if rw else "ro"}
-                            for src, dst, rw in binds}},
+                         **{src: {"bind": dst, **(rw if writable else {"mode": "ro"})}
+                            for src, dst, writable in binds}},
                 environment={"LANG": "C.UTF-8"}, ipc_mode="private", name=None,
             )  # fmt: skip
             self.sock = client.api.attach_socket(
@@ -184,6 +205,7 @@ class DockerExecutor(PoolExecutor):
         envs_root: str | None = None,
         ws_parent: str | None = None,
         warm: bool = False,
+        workspace_bytes: int | None = None,
     ) -> None:
         self.client = docker_client()
         problem = engine_problem()
@@ -191,13 +213,16 @@ class DockerExecutor(PoolExecutor):
             raise SandboxError(problem)
         # workspaces: a rw volume at /ws; the container's uid cannot take files over, so the
         # host hands each workspace to it before a command (WorkspaceRoot.hand_over)
-        self.workspaces = (
-            WorkspaceRoot(envs_root, owner=CONTAINER_UID, parent=ws_parent) if workspaces else None
-        )
+        self.workspaces = None
+        if workspaces:
+            self.workspaces = WorkspaceRoot(
+                envs_root, owner=CONTAINER_UID, parent=ws_parent, quota_bytes=workspace_bytes
+            )
         binds = self.workspaces.binds() if self.workspaces else []
+        receive = bool(self.workspaces and self.workspaces.quota_enforced)
         super().__init__(
             cfg,
-            lambda slot: DockerZygote(self.client, cfg, slot, binds=binds),
+            lambda slot: DockerZygote(self.client, cfg, slot, binds=binds, receive=receive),
             drop_uid=False,
             backend="docker",
         )

@@ -2,9 +2,10 @@
 
 Every zygote probes itself at start (codeloop.sandbox.seal.probe_child: a throw-away child
 put through the per-job seal reports its uid, capability sets, no_new_privs, seccomp mode,
-which forbidden calls were refused, its root and which host paths it can see) and
-compares its namespaces with the parent's. ``Isolation.from_zygote`` turns that report
-into a record; ``missing`` names the properties of ``sandbox.require`` it lacks.
+which forbidden calls were refused, its root, which host paths it can see and which
+cgroups it is in) and compares its namespaces with the parent's. ``Isolation.from_zygote``
+turns that report into a record; ``missing`` names the properties of ``sandbox.require`` it
+lacks (``OPTIONAL`` ones are not in the default requirement).
 """
 
 from __future__ import annotations
@@ -28,8 +29,13 @@ PROPERTIES = {
     "seccomp": "seccomp filter refusing mount, unshare, setns, ptrace, bpf, keyctl, ...",
     "rlimits": "CPU, memory, file size, fd and process rlimits applied",
     "not_host_root": "model code does not run as the host's root",
+    "job_memory_cgroup": "every process of a job in one memory cgroup limited to the job's"
+    " budget (needs a writable memory cgroup: root, or a delegated one)",
 }
-FULL_SEAL = tuple(PROPERTIES)
+# what a sandbox may lack and still run under the default requirement: the host decides it
+# (an ordinary user without a delegated cgroup has none), not the seal
+OPTIONAL = ("job_memory_cgroup",)
+FULL_SEAL = tuple(p for p in PROPERTIES if p not in OPTIONAL)
 NS_NAMES = ("pid", "net", "ipc", "uts", "mnt", "user")
 
 
@@ -77,6 +83,7 @@ class Isolation:
     no_new_privs: bool = False
     seccomp: bool = False
     rlimits: bool = False
+    job_memory_cgroup: bool = False
     root_entries: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -95,7 +102,7 @@ class Isolation:
         return {**asdict(self), "not_host_root": self.not_host_root}
 
     def summary(self) -> str:
-        held = [p for p in FULL_SEAL if self.has(p)]
+        held = [p for p in PROPERTIES if self.has(p)]
         who = f"uid {self.uid}" + (" in a user namespace" if self.user_ns else "")
         return f"{self.backend}: {', '.join(held) or 'nothing'}; model code as {who}"
 
@@ -110,6 +117,9 @@ class Isolation:
         visible = probe.get("host_paths_visible", ["(no probe)"])
         if visible:
             notes.append(f"host paths visible: {visible}")
+        cgroup = info.get("job_cgroup") or {}
+        if cgroup.get("error"):
+            notes.append(f"job_memory_cgroup: {cgroup['error']}")
         built = info.get("root_built")
         same_root = built is None or sorted(probe.get("root_entries", [])) == sorted(built)
         return cls(
@@ -129,9 +139,23 @@ class Isolation:
             seccomp=probe.get("seccomp_mode") == 2
             and all(probe.get(k) for k in ("ptrace_refused", "unshare_refused", "umount_refused")),
             rlimits=bool(probe.get("rlimits")),
+            job_memory_cgroup=_in_cgroup(probe.get("cgroup", ""), cgroup),
             root_entries=tuple(probe.get("root_entries", ())),
             notes=tuple(notes),
         )
+
+
+def _in_cgroup(lines: str, cgroup: dict) -> bool:
+    """Whether the probe child's /proc/self/cgroup puts it in the zygote's job cgroup."""
+    path, kind = cgroup.get("path"), cgroup.get("kind")
+    if not path:
+        return False
+    for line in lines.splitlines():
+        _, controllers, where = line.split(":", 2)
+        ours = controllers == "" if kind == "v2" else "memory" in controllers.split(",")
+        if ours and where.endswith("/" + path):
+            return True
+    return False
 
 
 def _host_uid(uid: int | None, uid_map: str) -> int | None:

@@ -209,7 +209,7 @@ def _missing_status(resp: dict) -> tuple[str, str]:
     if sig == signal.SIGXCPU or (sig == signal.SIGKILL and resp.get("cpu_rlimit")):
         return "timeout", "CPU time limit of a process reached"
     if resp.get("oom_killed"):
-        return "memory_limit", "killed by the OOM killer of the job's container"
+        return "memory_limit", "memory budget of the job (all its processes) exceeded: OOM-killed"
     if sig == signal.SIGXFSZ:
         return "output_limit", "file size limit reached"
     if sig is not None:
@@ -267,7 +267,7 @@ def interpret(job: ExecJob, plans: list[Plan], resp: dict) -> ExecResult:
     if first_bad is not None:
         res.status, res.failing_test = first_bad.status, first_bad.test
         res.error_type, res.error_message = first_bad.error_type, first_bad.message
-    elif resp.get("over") or resp.get("timed_out") or (n == 0 and not done):
+    elif any(resp.get(k) for k in ("over", "timed_out", "oom_killed")) or (n == 0 and not done):
         res.status, res.error_message = missing_status, missing_msg
     return res
 

@@ -34,6 +34,7 @@ except ImportError:
 _sys_libc = ctypes.CDLL(None, use_errno=True)
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
 MS_NOATIME, MS_NODIRATIME, MS_REC, MS_PRIVATE, MS_RELATIME = 1024, 2048, 16384, 1 << 18, 1 << 21
+MS_SLAVE = 1 << 19
 MNT_DETACH = 2
 # statvfs flags a bind remount must keep (a user namespace may not clear locked ones)
 _KEEP = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
@@ -83,13 +84,19 @@ def _unbindable(d):
     return d == "/" or any(d == p or d.startswith(p + "/") for p in _NEVER_BIND)
 
 
-def _bind(src, dst, read_only=True):
+def _bind(src, dst, read_only=True, receive=False):
+    """Bind ``src`` at ``dst``; ``receive``: with the mounts below it (a zygote started late
+    finds workspaces mounted already), and a slave of the host's mount, so the mounts the
+    host makes below it later appear here too (nothing made here goes back); otherwise only
+    ``src``'s own mount, private: the host's later mounts never change what the sandbox sees."""
     if os.path.isdir(src):
         os.makedirs(dst, exist_ok=True)
     else:
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         open(dst, "a").close()
-    _mount(src, dst, None, MS_BIND)
+    _mount(src, dst, None, MS_BIND | (MS_REC if receive else 0))
+    if not receive:
+        _mount(None, dst, None, MS_PRIVATE)
     if read_only:
         kept = MS_NOSUID | MS_NODEV
         flags = os.statvfs(src).f_flag
@@ -102,13 +109,17 @@ def build_private_root(ro_binds, host_mnt_ns, binds=(), dirs=()):
     """Pivot into a fresh tmpfs root holding only the runtime, ``ro_binds`` and scratch.
     ``host_mnt_ns``: the parent's mount namespace inode; we refuse to touch it.
     ``binds``: ``[host_dir, path_inside, writable]`` mounted at a fixed path of our choosing
-    (agent workspaces, test environments at /envs), so no host path name shows.
+    (agent workspaces, test environments at /envs), so no host path name shows; a writable
+    one (a workspace root) receives the host's later mounts below it (a workspace's own
+    tmpfs, made after we start) as a slave, every other mount here is private.
     ``dirs``: ``[path, mode]`` made on the root before it turns read-only; what is bound
     below a mode-000 one is reachable by the zygote only (no job holds a capability to pass
     it, and the read-only root refuses a chmod)."""
     if os.stat("/proc/self/ns/mnt").st_ino == host_mnt_ns:
         raise OSError(1, "not in a private mount namespace: refusing to build a root here")
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    # slaves, not private: the workspace root's bind below must stay linked to the host's
+    # (shared) mount; each other mount of the new root is made private as it is bound
+    _mount(None, "/", None, MS_REC | MS_SLAVE)
     # opened before the staging tmpfs hides the host's /tmp (a workspace root may be there)
     held = [(os.open(src, os.O_PATH | os.O_DIRECTORY), dst, rw) for src, dst, rw in binds]
     _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
@@ -116,7 +127,7 @@ def build_private_root(ro_binds, host_mnt_ns, binds=(), dirs=()):
     for d in runtime_dirs() + [os.path.realpath(p) for p in ro_binds]:
         _bind(d, new + d)
     for fd, dst, writable in held:
-        _bind(f"/proc/self/fd/{fd}", new + dst, read_only=not writable)
+        _bind(f"/proc/self/fd/{fd}", new + dst, read_only=not writable, receive=writable)
         os.close(fd)
     for d, mode in dirs:
         os.makedirs(new + d, exist_ok=True)
@@ -239,7 +250,16 @@ def probe_child(expect_absent, limits):
         "root_writable": root_writable,
         "host_paths_visible": [p for p in expect_absent if os.path.lexists(p)],
         "interfaces": sorted(name for _, name in socket.if_nameindex()),
+        "cgroup": _read("/proc/self/cgroup"),
     }
+
+
+def _read(path):
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except OSError:
+        return ""
 
 
 def namespaces(host_ns):

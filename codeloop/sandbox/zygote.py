@@ -4,14 +4,16 @@ Stdlib only: it runs as ``/usr/bin/python3 -I -S -c <this source> <opts json>`` 
 python, readable by the unprivileged uid the children drop to), either once per job
 (``subprocess`` backend), as a long-lived worker inside fresh namespaces (``local``), or
 as the main process of a warm container (``docker``). Frames on fd 0/1: 4-byte big-endian
-length + marshal (version 4) of plain data. Per job: fork, new session, rlimits, scrubbed
-env, fresh work dir, stdin /dev/null, capped pipes, a time budget, then SIGKILL of every
-process the job left (as PID 1 of its namespace: kill(-1); otherwise as the job's uid plus
-the subreaper's children) and removal of every file it wrote. The zygote never interprets results: it ships the child's
-raw result lines back and the parent (codeloop.sandbox.judge) decides. The time budget and
-the pipe pump are in budget.py, the seal (private root, lock-down, the start-up probe) in
-seal.py and seccomp.py; their sources run first (pool.ZYGOTE_SRC). A child that fails to
-seal reports it on its own pipe before any model code runs: a fault, never a verdict.
+length + marshal (version 4) of plain data. Per job: fork, new session, the job's memory
+cgroup (where the host made one), rlimits, scrubbed env, fresh work dir, stdin /dev/null,
+capped pipes, a time budget, then SIGKILL of every process the job left (as PID 1 of its
+namespace: kill(-1); otherwise as the job's uid plus the subreaper's children) and removal
+of every file it wrote. The zygote never interprets results: it ships the child's raw
+result lines back and the parent (codeloop.sandbox.judge) decides. The time budget and the
+pipe pump are in budget.py, the job's memory cgroup in memcg.py, the seal (private root,
+lock-down, the start-up probe) in seal.py and seccomp.py; their sources run first
+(pool.ZYGOTE_SRC). A child that fails to seal reports it on its own pipe before any model
+code runs: a fault, never a verdict.
 
 Cost: on this VM every page written after a fork is a copy-on-write fault (~7 us), most of
 a small job's cost, so the per-job path writes few pages: the child uses raw os calls, its
@@ -35,6 +37,7 @@ try:  # for linters and tests; as the zygote, budget.py's and seal.py's sources 
     from codeloop.sandbox.budget import ParentGone, _pump, kill_everything, oom_kills
     from codeloop.sandbox.command import after_command, before_command, exec_command
     from codeloop.sandbox.evaluator_fork import start_evaluator
+    from codeloop.sandbox.memcg import cg_close, cg_join, cg_limit, cg_ooms, cg_open, cg_renew
     from codeloop.sandbox.seal import (
         build_private_root,
         drop_privileges,
@@ -96,8 +99,10 @@ def _limits(job, opts):
 
 
 def _enter(limits, uid):
-    """The child's seal, also run by the start-up probe: rlimits, uid, no capabilities
-    (and the seccomp filter, where the zygote left it to each child: _seal)."""
+    """The child's seal, also run by the start-up probe: the job's memory cgroup (memcg.py),
+    rlimits, uid, no capabilities (and the seccomp filter, where the zygote left it to each
+    child: _seal)."""
+    cg_join()  # while still root: every process of the job is charged there
     for which, lim in limits:
         resource.setrlimit(which, lim)
     drop_privileges(uid)
@@ -185,6 +190,7 @@ def sweep(opts, workdir):
 def run(job, opts, ctl=None):
     """Judge one job: fork the child, pump its pipes, kill and sweep. Returns a dict."""
     cmd = job.get("cmd")
+    cg_limit(job)  # the job cgroup's limit: this job's budget
     if cmd is not None:
         problem = before_command(cmd, opts)  # its workspace bound and handed over
         if problem:
@@ -229,24 +235,34 @@ def run(job, opts, ctl=None):
         if cmd is not None:  # every process of the job is dead: take the workspace back
             after_command(cmd, opts)
         sealed = _read_seal(seal_r)
+        killed, at_limit = cg_ooms()
+        if cmd is not None:  # its workspace files stay charged to this cgroup: a fresh one
+            cg_renew()
     if sealed != b"1":  # the child died before model code ran: our fault, never a verdict
         return {"fault": "job child not sealed: " + (sealed[1:].decode("utf-8", "replace")
                                                      or "it exited before sealing")}  # fmt: skip
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    # an OOM kill we did not cause (no budget spent, no cap hit): host memory pressure, a
-    # fault; in a container of the job's own (oom_fault off) the job's memory_limit
-    oom = sig == signal.SIGKILL and not (spent or over) and _oom_since(opts, ooms)
+    # killed in the job's own cgroup at its limit: the job's memory budget, a verdict
+    budget_oom = killed and at_limit
+    timed = "" if spent == "memory" else spent
+    # another OOM kill (no budget spent, no cap hit): host memory pressure, a fault; in a
+    # container of the job's own (oom_fault off) the job's memory_limit
+    oom = not budget_oom and (killed or (sig == signal.SIGKILL and not (timed or over)))
+    oom = oom and _oom_since(opts, ooms)
+    if budget_oom:  # that kill is in the host's count too: the next job's base
+        _oom_since(opts, ooms)
+    host_fault = opts.get("oom_fault", True)
     return {
         "results": bufs["res"][: caps["res"]].decode("utf-8", "replace"),
         "verdicts": bufs.get("ver", b"")[: caps["ver"]].decode("utf-8", "replace"),
         "stdout": bufs["out"][: caps["out"]].decode("utf-8", "replace"),
         "stderr": bufs["err"][: caps["err"]].decode("utf-8", "replace"),
         "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None, "signal": sig,
-        "timed_out": bool(spent) and not over, "deadline": spent, "over": over,
+        "timed_out": bool(timed) and not over, "deadline": timed, "over": over,
         "wall_ms": wall * 1000.0, "cpu_s": child_cpu,
         # RLIMIT_CPU's hard limit is a SIGKILL too: a CPU limit, not a crash
         "cpu_rlimit": sig == signal.SIGKILL and child_cpu >= int(job["timeout"]) + 1 - 0.05,
-        ("host_oom" if opts.get("oom_fault", True) else "oom_killed"): oom,
+        "host_oom": oom and host_fault, "oom_killed": budget_oom or (oom and not host_fault),
     }  # fmt: skip
 
 
@@ -287,6 +303,7 @@ JOB_FILTER = []  # [install()] when each child installs seccomp itself (workspac
 def _seal(opts, info):
     """Build the private root (if asked), lock down, probe. False: refuse to run jobs."""
     seal = opts.get("seal", {})
+    cg_open(opts, info)  # before the root: it has no /sys
     if seal.get("root"):
         try:
             info["root_built"] = build_private_root(
@@ -363,10 +380,12 @@ def main():
     while True:
         job = recv(rfd)
         if job is None:  # the parent closed our pipe: every job is killed and reaped and
-            os._exit(0)  # nothing is buffered, so skip the interpreter's teardown
+            cg_close()  # nothing is buffered (our job cgroup goes too), so skip the
+            os._exit(0)  # interpreter's teardown
         try:
             send(wfd, run(job, opts, rfd if opts.get("watch_parent", True) else None))
         except ParentGone:
+            cg_close()
             return
         except OSError as e:
             send(
