@@ -134,3 +134,19 @@ def open_agent_env(root: str | Path, backend: str = "local", workers: int = 2, *
     cfg = AgentConfig(envs_dir=str(root / "envs"), **agent_kw)
     ex = make_agent_executor(SandboxConfig(backend=backend, workers=workers, timeout_s=30.0), cfg)
     return AgentEnv(ex, cfg, str(root / "repos"), str(root / "bases")), ex, task
+
+
+def make_patch(tree: str, scratch: str, changes) -> str:
+    """A git-style diff turning ``tree`` into a copy with ``changes`` made (tests included)."""
+    work = os.path.join(scratch, "work")
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(tree, work, symlinks=True)
+    for rel, new in changes:
+        path = Path(work, rel)
+        if new is None:
+            path.unlink()
+            continue
+        text = new(path.read_text()) if callable(new) else new
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return unified_diff(tree, work)

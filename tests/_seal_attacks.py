@@ -17,13 +17,11 @@ hidden one; "" where the attack aims at the judge itself (its channel, its host 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codeloop.agent.patches import unified_diff
-from tests._repo_fixture import GOLD_EDIT
+from tests._repo_fixture import GOLD_EDIT, make_patch
 
 INIT = "calc/__init__.py"
 OPS = "calc/ops.py"
@@ -891,22 +889,6 @@ def attacks(owned: Path) -> list[Attack]:
         ),
     ]
     return out
-
-
-def make_patch(tree: str, scratch: str, changes) -> str:
-    """A git-style diff turning ``tree`` into a copy with ``changes`` made (tests included)."""
-    work = os.path.join(scratch, "work")
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(tree, work, symlinks=True)
-    for rel, new in changes:
-        path = Path(work, rel)
-        if new is None:
-            path.unlink()
-            continue
-        text = new(path.read_text()) if callable(new) else new
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return unified_diff(tree, work)
 
 
 def patch_of(attack: Attack, tree: str, scratch: str) -> str:

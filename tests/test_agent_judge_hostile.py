@@ -10,17 +10,14 @@ test files on disk while the run is on.
 from __future__ import annotations
 
 import os
-import shutil
-from pathlib import Path
 
 import pytest
 
 from codeloop.agent.judge import judge_many, judge_tree
-from codeloop.agent.patches import unified_diff
 from codeloop.config import SandboxConfig
 from codeloop.sandbox import make_executor
 from codeloop.sandbox.docker_backend import skip_without_docker_engine
-from tests._repo_fixture import GOLD_EDIT, make_repo_task
+from tests._repo_fixture import GOLD_EDIT, make_patch, make_repo_task
 
 F2P_FILE = "tests/test_f2p.py"
 INIT = "calc/__init__.py"
@@ -136,22 +133,6 @@ ATTACKS = {
         ("calc/text.py", lambda t: t + "\nimport pytest\n"),
     ],
 }
-
-
-def make_patch(tree: str, scratch: str, changes) -> str:
-    """A git-style diff turning ``tree`` into a copy with ``changes`` made (tests included)."""
-    work = os.path.join(scratch, "work")
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(tree, work)
-    for rel, new in changes:
-        path = Path(work, rel)
-        if new is None:
-            path.unlink()
-            continue
-        text = new(path.read_text()) if callable(new) else new
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return unified_diff(tree, work)
 
 
 @pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])
