@@ -44,7 +44,7 @@ def eval_row(policy, heldout, executor, p, base=None) -> dict:
             f"heldout{suffix}_pass@1_se": se(list(rates.values())),
             f"heldout{suffix}_delta": sum(diffs) / len(diffs),
             f"heldout{suffix}_delta_se": se(diffs),
-        })  # fmt: skip
+        })
         row["_rates"][suffix] = rates
         if not suffix:
             row["heldout_success_rate"] = s["success_rate"]
@@ -95,7 +95,7 @@ def sft_rollout(pool, sft, executor, rcfg, p, by_id, it: int):
     trajs = run_rollout(
         pool, sft, executor, rcfg, timeout_s=p.sandbox.timeout_s,
         dataset_version="learning-curve", iteration=it,
-    )  # fmt: skip
+    )
     return score_trajectories(trajs, by_id, p.reward.version, executor)
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import csv
 
 HEADER = ("T0.2 pass@1 (change +- paired SE) | T0.2 pass@8 | T1.0 pass@1 (change +- SE) | "
-          "T1.0 pass@8 | KL to SFT | wall s | T0.2 change/SE")  # fmt: skip
+          "T1.0 pass@8 | KL to SFT | wall s | T0.2 change/SE")
 
 
 def _floats(r: dict) -> dict:
     return {k: float(v) if v not in ("", None) else float("nan") for k, v in r.items()
-            if k != "variant"}  # fmt: skip
+            if k != "variant"}
 
 
 def _cells(r: dict) -> str:
@@ -42,7 +42,7 @@ def variants_table(path: str) -> int:
     if base:
         print(f"SFT policy: T0.2 pass@1 {float(base['heldout_pass@1']):.3f}, "
               f"pass@8 {base['heldout_pass@8']}, T1.0 pass@1 "
-              f"{float(base['heldout_hot_pass@1']):.3f}, pass@8 {base['heldout_hot_pass@8']}")  # fmt: skip
+              f"{float(base['heldout_hot_pass@1']):.3f}, pass@8 {base['heldout_hot_pass@8']}")
     print(f"variant | iters | {HEADER}")
     for name, r in last.items():
         print(f"{name} | {r['iteration']} | {_cells(r)}")

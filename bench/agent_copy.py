@@ -50,13 +50,13 @@ def heldout_demos(params_file: str, n: int) -> list:
     r = p.clean.repo_tasks
     tasks, trees = generate_repo_tasks(n, seed=r.heldout_seed, tasks_per_repo=r.tasks_per_repo,
                                        operators=tuple(r.operators),
-                                       **{k: getattr(r, k) for k in KNOB})  # fmt: skip
+                                       **{k: getattr(r, k) for k in KNOB})
     with tempfile.TemporaryDirectory() as tmp:
         repos = f"{tmp}/repos"
         for files in trees.values():
             store_files(files, repos)
         ex = make_executor(p.sandbox, workspaces=True,
-                           envs_root=agent_envs_root(tasks, f"{tmp}/none", f"{tmp}/envs"))  # fmt: skip
+                           envs_root=agent_envs_root(tasks, f"{tmp}/none", f"{tmp}/envs"))
         try:
             env = AgentEnv(ex, p.agent.model_copy(update={"max_steps": 500}), repos)
             demos, report = expert_demos(tasks, env, lambda t: expert_calls(t, repos))
@@ -97,7 +97,7 @@ def score(policy: Policy, demos: list) -> dict[str, list[int]]:
             if tool != "edit":
                 continue
             digits = [o for i, o in zip(range(a, b), ok, strict=True)
-                      if tok.decode([ids[i]]).strip().isdigit()]  # fmt: skip
+                      if tok.decode([ids[i]]).strip().isdigit()]
             d = rows.setdefault("edit digits", [0, 0, 0, 0])
             d[0], d[1] = d[0] + sum(digits), d[1] + len(digits)
     return rows

@@ -79,7 +79,7 @@ FIELDS = (
     "heldout_delta", "heldout_delta_se", "avg_steps", "tool_call_success_rate",
     "tests_before_submit_rate", "submitted_rate", "kl", "frac_reward_zero_std", "rft_examples",
     "seconds",
-)  # fmt: skip
+)
 
 
 def _args() -> argparse.Namespace:
@@ -156,9 +156,9 @@ def _eval(policy, heldout, env, ex, repos, p, a, base=None, show=0) -> dict:
     cfg = p.rollout.model_copy(update={
         "samples_per_task": a.eval_samples, "temperature": p.evaluate.temperature,
         "top_p": 1.0, "agent_max_new_tokens": p.evaluate.agent_max_new_tokens, "seed": 0,
-    })  # fmt: skip
+    })
     trajs = run_agent_rollout(heldout, policy, env, cfg, p.agent, dataset_version="agent-curve",
-                              iteration=0)  # fmt: skip
+                              iteration=0)
     by_id = {t.task_id: t for t in heldout}
     verdicts = judge_many([(by_id[t.task_id], t.final_diff) for t in trajs], repos, ex)
     resolved = [v.resolved for v in verdicts]
@@ -178,7 +178,7 @@ def _eval(policy, heldout, env, ex, repos, p, a, base=None, show=0) -> dict:
         **{k: m[k] for k in ("avg_steps", "tool_call_success_rate", "tests_before_submit_rate",
                              "submitted_rate")},
         "_rates": per,
-    }  # fmt: skip
+    }
 
 
 def _init_policy(a, p, ex, repos, funcs, train) -> Policy:
@@ -194,7 +194,7 @@ def _init_policy(a, p, ex, repos, funcs, train) -> Policy:
     sft = run_sft(policy, funcs, p.sft, demos=demos)
     print(f"SFT {sft['steps']} steps, {sft['agent_examples']} agent examples of "
           f"{report['demos']} demos, loss {sft['loss_last']:.3f}, "
-          f"{time.perf_counter() - t0:.0f}s", flush=True)  # fmt: skip
+          f"{time.perf_counter() - t0:.0f}s", flush=True)
     return policy
 
 
@@ -252,7 +252,7 @@ def main() -> int:
     p = p.model_copy(update={"train": train_cfg, "sft": p.sft.model_copy(update={
         "steps": a.sft_steps, "agent_fraction": a.agent_fraction,
         **({"slip_fraction": a.slip_fraction} if a.slip_fraction >= 0 else {})}),
-        "policy_init": p.policy_init.model_copy(update={"arch": a.arch})})  # fmt: skip
+        "policy_init": p.policy_init.model_copy(update={"arch": a.arch})})
     r = p.clean.repo_tasks
     frozen = {k: getattr(r, k) for k in KNOB}
     knob = dict(zip(KNOB, map(int, a.knob.split(",")), strict=True)) if a.knob else frozen
@@ -296,9 +296,9 @@ def main() -> int:
             start = (it - 1) * a.pool % len(grpo)
             pool = (grpo + grpo)[start : start + a.pool]
             rcfg = p.rollout.model_copy(update={"seed": p.rollout.seed + it, "iteration": it,
-                                                "temperature": a.temperature or p.rollout.temperature})  # fmt: skip
+                                                "temperature": a.temperature or p.rollout.temperature})
             trajs = run_agent_rollout(pool, policy, env, rcfg, p.agent,
-                                      dataset_version="agent-curve", iteration=it)  # fmt: skip
+                                      dataset_version="agent-curve", iteration=it)
             scored = score_repo_trajectories(trajs, by_id, "v3", ex, repos)
             ok = [t for t in scored if not t.infra_error]
             nxt = Path(tmp) / f"iter-{it:04d}"
@@ -313,7 +313,7 @@ def main() -> int:
                 / max(1, len(ok)),
                 "kl": m.get("kl"), "frac_reward_zero_std": m.get("frac_reward_zero_std"),
                 "rft_examples": m.get("rft_examples"),
-            }  # fmt: skip
+            }
             if it % a.eval_every == 0 or it == a.iterations:
                 row.update(_eval(policy, heldout, env, ex, repos, p, a, base))
             row["seconds"] = round(time.perf_counter() - t0, 1)
@@ -325,7 +325,7 @@ def main() -> int:
     print(f"held-out resolved: {r0['heldout_resolved']:.3f} +- {r0['heldout_resolved_se']:.3f} "
           f"(SFT) -> {r1['heldout_resolved']:.3f} +- {r1['heldout_resolved_se']:.3f} after "
           f"{a.iterations} GRPO iterations (paired change {r1['heldout_delta']:+.3f} +- "
-          f"{r1['heldout_delta_se']:.3f})")  # fmt: skip
+          f"{r1['heldout_delta_se']:.3f})")
     print(f"wrote {out}")
     return 0
 

@@ -130,7 +130,7 @@ def docker_baseline(env, task, reps: int) -> tuple[float, float]:
         d = tempfile.mkdtemp(prefix="bench-dock-ws-")
         shutil.copytree(base, d, dirs_exist_ok=True)
         c = client.containers.run(IMAGE, ["sleep", "600"], detach=True, network_mode="none",
-                                  volumes={d: {"bind": "/ws", "mode": "rw"}}, working_dir="/ws")  # fmt: skip
+                                  volumes={d: {"bind": "/ws", "mode": "rw"}}, working_dir="/ws")
         c.exec_run(["grep", "-rn", "def add", "."])
         conts.append((c, d))
 
@@ -163,9 +163,9 @@ def processes_of(uids: set) -> list[str]:
 def snapshot_host(uids: set, marks: list[str]) -> dict:
     """Our processes, fds, and host mounts naming our dirs (other users' come and go)."""
     mounts = [ln for ln in Path("/proc/self/mountinfo").read_text().splitlines()
-              if any(m in ln for m in marks)]  # fmt: skip
+              if any(m in ln for m in marks)]
     return {"procs": processes_of(uids), "fds": len(os.listdir("/proc/self/fd")),
-            "mounts": len(mounts)}  # fmt: skip
+            "mounts": len(mounts)}
 
 
 def concurrent_steps(env, ex, task) -> dict:
@@ -177,7 +177,7 @@ def concurrent_steps(env, ex, task) -> dict:
             {"tool": "search", "args": {"pattern": "return"}},
             {"tool": "edit", "args": {"path": OPS, "old": "return a - b", "new": "return a + b"}},
             {"tool": "run_tests", "args": {"selection": ["tests/test_f2p.py"]}},
-            {"tool": "list_files", "args": {}}]  # fmt: skip
+            {"tool": "list_files", "args": {}}]
     back = {"tool": "edit", "args": {"path": OPS, "old": "return a + b", "new": "return a - b"}}
     turns = half + half[:2] + [back] + half[3:]
     t = time.perf_counter()
@@ -191,7 +191,7 @@ def concurrent_steps(env, ex, task) -> dict:
     return {"steps": 20 * len(turns), "wall_s": wall, "errors": errors,
             "new_procs": sorted(set(after["procs"]) - set(before["procs"])),
             "fds": after["fds"] - before["fds"], "mounts": after["mounts"] - before["mounts"],
-            "dirs_left": len(os.listdir(ex.workspaces.path))}  # fmt: skip
+            "dirs_left": len(os.listdir(ex.workspaces.path))}
 
 
 def main() -> int:
@@ -201,7 +201,7 @@ def main() -> int:
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="bench-agent-env-")
     env, ex, task = open_agent_env(root, workers=2, extra_modules=46, extra_tests=26,
-                                   max_steps=500, invalid_call_limit=500)  # fmt: skip
+                                   max_steps=500, invalid_call_limit=500)
     n_files = sum(len(f) for _, _, f in os.walk(env.cache.get(task)))
     print(f"repository: {n_files} files, {len(task.visible_tests)} visible tests; workers 2")
     try:
@@ -212,7 +212,7 @@ def main() -> int:
         ours, host, bare, passed = run_tests_vs_host(env, task, max(5, args.reps // 6))
         print(f"\nrun_tests, {passed} passing tests (target <= 1.5x host)")
         print(f"  sealed sandbox {ours:8.1f} ms | host pytest -q {host:8.1f} ms ({ours / host:.2f}x)"
-              f" | host, plugin autoload off {bare:8.1f} ms ({ours / bare:.2f}x)")  # fmt: skip
+              f" | host, plugin autoload off {bare:8.1f} ms ({ours / bare:.2f}x)")
         local_reset, local_act = setup_times(env, task, args.reps)
         print("\nepisode set-up (target <= 50 ms local, <= 1 s docker)")
         print(
@@ -237,7 +237,7 @@ def main() -> int:
         print(f"  docker  reset {d_reset:8.2f} ms | reset + first sandboxed action {d_act:8.2f} ms")
         print(f"  baseline: fresh docker run + copy + first exec {run_ms:8.1f} ms"
               f" ({run_ms / d_act:.0f}x ours); docker exec per action {exec_ms:6.1f} ms"
-              f" vs our read_file {acts['read_file']:.2f} ms / search {acts['search']:.2f} ms")  # fmt: skip
+              f" vs our read_file {acts['read_file']:.2f} ms / search {acts['search']:.2f} ms")
     print(
         f"\n{leak['steps']} concurrent-episode steps on 2 workers: {leak['wall_s']:.1f} s, "
         f"{leak['errors']} error observations"
@@ -247,7 +247,7 @@ def main() -> int:
         f"host mounts {leak['mounts']:+d}, workspace dirs left {leak['dirs_left']}"
     )
     ws_left = [p for p in os.listdir(tempfile.gettempdir()) if p.startswith("codeloop-ws-")
-               and Path(tempfile.gettempdir(), p) == Path(ex.workspaces.path)]  # fmt: skip
+               and Path(tempfile.gettempdir(), p) == Path(ex.workspaces.path)]
     print(f"  executor's workspace root removed at close: {not ws_left}")
     shutil.rmtree(root, ignore_errors=True)
     return 0

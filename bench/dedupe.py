@@ -122,7 +122,7 @@ def _score(dup, n0, n_all, twins):
     wrong = sorted(i for i, v in dup.items() if i < n0 and (v[0], i) not in twins)
     drops = max(len(dup), 1)
     return (planted / (n_all - n0), planted / drops,
-            (planted + found) / (n_all - n0 + len(natural)), (planted + nat_hit) / drops, wrong)  # fmt: skip
+            (planted + found) / (n_all - n0 + len(natural)), (planted + nat_hit) / drops, wrong)
 
 
 def quality(seen=(0, 1, 2, 3), held_out=(1001, 1002, 1003)):
@@ -130,11 +130,11 @@ def quality(seen=(0, 1, 2, 3), held_out=(1001, 1002, 1003)):
     n0 = len(base)
     twins, how = _twins(base)
     print(f"\n1. quality: MBPP {n0} tasks + 500 planted near-duplicates per planting seed;"
-          f" ours {RULE}, datasketch mean >= {THRESHOLD}")  # fmt: skip
+          f" ours {RULE}, datasketch mean >= {THRESHOLD}")
     print(f"   natural truth: {len(twins)} MBPP pairs behave identically (each reference passes"
-          f" the other's tests in the sandbox; {how})")  # fmt: skip
+          f" the other's tests in the sandbox; {how})")
     print("   thresholds were chosen on planting seed 0, seeds 1-3 were looked at while building"
-          " (in-sample, *); seeds 1001-1003 are held out: no threshold or rule was chosen on them")  # fmt: skip
+          " (in-sample, *); seeds 1001-1003 are held out: no threshold or rule was chosen on them")
     print(
         "   seed  deduper     planted-only: recall precision | planted+natural: recall precision | drops  unexplained drops"
     )  # noqa: E501
@@ -148,7 +148,7 @@ def quality(seen=(0, 1, 2, 3), held_out=(1001, 1002, 1003)):
             ids = " ".join(f"{tasks[i].task_id}~{tasks[dup[i][0]].task_id}" for i in wrong[:4])
             more = f" +{len(wrong) - 4}" if len(wrong) > 4 else ""
             print(f"   {seed:>4}{'*' if seed in seen else ' '} {name:10s}  {r1:12.3f} {p1:9.3f} |"
-                  f" {r2:23.3f} {p2:9.3f} | {len(dup):5d}  {len(wrong)}: {ids}{more}")  # fmt: skip
+                  f" {r2:23.3f} {p2:9.3f} | {len(dup):5d}  {len(wrong)}: {ids}{more}")
     print(
         "   (* in-sample) natural recall counts every MBPP task with an earlier behavioural twin,"
     )

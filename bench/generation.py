@@ -40,7 +40,7 @@ def _policy(kind: str, params_path: str) -> Policy:
 def _ours(policy: Policy, ids: list[list[int]], max_new: int) -> tuple[int, float]:
     t0 = time.perf_counter()
     out = policy.generate(ids, temperature=1.0, top_p=0.95, max_new_tokens=max_new, seed=0,
-                          batch_size=len(ids))  # fmt: skip
+                          batch_size=len(ids))
     return sum(len(g.token_ids) for row in out for g in row), time.perf_counter() - t0
 
 
@@ -55,7 +55,7 @@ def _plain(policy: Policy, ids: list[list[int]], max_new: int) -> tuple[int, flo
     out = policy.model.generate(
         input_ids=inp, attention_mask=mask, do_sample=True, temperature=1.0, top_p=0.95,
         top_k=0, max_new_tokens=max_new, eos_token_id=stops, pad_token_id=pad,
-    )  # fmt: skip
+    )
     dt = time.perf_counter() - t0
     tokens = 0
     for row in out[:, longest:].tolist():
@@ -86,7 +86,7 @@ def main() -> int:
             tokens, dt = fn(policy, ids, a.max_new_tokens)
             rates[side] = tokens / dt
             print(f"{policy.name[:25]:<26}{n_params:>8}{dtype:>10}{side:>10}{tokens:>8}"
-                  f"{dt:>8.2f}{rates[side]:>9.1f}")  # fmt: skip
+                  f"{dt:>8.2f}{rates[side]:>9.1f}")
         print(f"{'':<26}codeloop / plain generate: {rates['codeloop'] / rates['plain']:.2f}x")
     return 0
 

@@ -66,7 +66,7 @@ def rollout(policy: Policy, prompts, size: dict, device) -> tuple[list[Trajector
     _sync(device)
     t0 = time.perf_counter()
     gens = policy.generate(ids, n=size["samples"], max_new_tokens=size["new_tokens"],
-                           batch_size=len(flat), seed=0)  # fmt: skip
+                           batch_size=len(flat), seed=0)
     _sync(device)
     ours_s = time.perf_counter() - t0
     plain_tokens, plain_s = _plain(policy, flat, size["new_tokens"])
@@ -79,7 +79,7 @@ def rollout(policy: Policy, prompts, size: dict, device) -> tuple[list[Trajector
                 reward=_reward([g.text])[0], metadata=TrajectoryMetadata(temperature=1.0),
                 token_ids=p_ids + g.token_ids, loss_mask=[0] * len(p_ids) + [1] * len(g.token_ids),
                 sample_logprobs=[0.0] * len(p_ids) + g.logprobs,
-            ))  # fmt: skip
+            ))
     figures = {
         "sequences": len(flat),
         "codeloop_tokens_per_s": tokens / ours_s,
@@ -93,7 +93,7 @@ def rollout(policy: Policy, prompts, size: dict, device) -> tuple[list[Trajector
 
 
 def grpo_step(model_dir: Path, trajs, size: dict, device, lora: bool, bf16: bool,
-              quantize: str = "none") -> dict:  # fmt: skip
+              quantize: str = "none") -> dict:
     """One codeloop optimizer step over every row: seconds and peak memory."""
     if device.type == "cuda":  # a quantized load lands on the GPU at once
         torch.cuda.empty_cache()
@@ -104,7 +104,7 @@ def grpo_step(model_dir: Path, trajs, size: dict, device, lora: bool, bf16: bool
         steps=1, lr=1e-5, beta=0.02, loss_type="dapo", micro_batch_size=size["micro"],
         grad_accum=max(1, len(trajs) // size["micro"]), skip_tied_groups=False, bf16=bf16,
         lora=lora_cfg, keep_optimizer_state=False,
-    )  # fmt: skip
+    )
     policy.model.to(device)
     updater = GRPOUpdater(policy, cfg)
     items, _ = prepare_batch(trajs, cfg, policy.max_context)
@@ -117,7 +117,7 @@ def grpo_step(model_dir: Path, trajs, size: dict, device, lora: bool, bf16: bool
     row = updater.step(window, longest)
     _sync(device)
     return {"seconds": time.perf_counter() - t0, "peak_mem_mb": peak_memory_mb(device),
-            "loss": row["loss"], "rows": len(items)}  # fmt: skip
+            "loss": row["loss"], "rows": len(items)}
 
 
 def trl_step(model_dir: Path, work: Path, prompts, size: dict, device, lora: bool, bf16: bool):
@@ -131,7 +131,7 @@ def trl_step(model_dir: Path, work: Path, prompts, size: dict, device, lora: boo
     peft_cfg = None
     if lora:
         peft_cfg = PeftLora(r=LORA.r, lora_alpha=LORA.alpha, target_modules=LORA.target_modules,
-                            task_type="CAUSAL_LM")  # fmt: skip
+                            task_type="CAUSAL_LM")
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     times = trl_step_times(
@@ -139,7 +139,7 @@ def trl_step(model_dir: Path, work: Path, prompts, size: dict, device, lora: boo
         size["trl_steps"], 1e-5, 0.02, False, peft_cfg,
         use_cpu=device.type != "cuda", bf16=bf16, per_device_train_batch_size=size["micro"],
         gradient_accumulation_steps=max(1, len(texts) * size["samples"] // size["micro"]),
-    )  # fmt: skip
+    )
     return {"seconds": statistics.median(times[1:] or times), "peak_mem_mb": peak_memory_mb(device)}
 
 
@@ -157,7 +157,7 @@ def main() -> int:
     size = SMOKE if smoke else GPU
     bf16 = not smoke  # TRL's default precision on GPU; fp32 on the CPU smoke run
     results: dict = {"device": torch.cuda.get_device_name() if not smoke else "cpu",
-                     "shape": "tiny" if smoke else "Qwen2.5-Coder-0.5B", "size": size}  # fmt: skip
+                     "shape": "tiny" if smoke else "Qwen2.5-Coder-0.5B", "size": size}
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = build(Path(tmp) / "model", smoke)
         prompts = generate_tasks(size["prompts"], seed=7)

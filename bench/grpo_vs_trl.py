@@ -193,7 +193,7 @@ def compare_loss(
     loss, stats = ours_loss(
         model, inputs, loss_type=loss_type, beta=beta, eps_low=eps_low, eps_high=eps_high,
         temperature=temp, kl_corr=kl_corr,
-    )  # fmt: skip
+    )
     loss.backward()
     g_ours = _grads(model)
     dgrad = max(float((a - b).abs().max()) for a, b in zip(g_trl, g_ours, strict=True))
@@ -233,7 +233,7 @@ def trl_step_times(
         loss_type="dapo", beta=beta, learning_rate=lr, temperature=1.0, top_p=1.0,
         max_completion_length=c, per_device_train_batch_size=len(prompts) * g,
         num_generations=g, max_steps=steps, seed=0, gradient_checkpointing=gc,
-    )  # fmt: skip
+    )
     kw.update(cfg)  # e.g. bf16, use_cpu, micro-batch x accumulation on a GPU
     trainer = make_trl_trainer(
         model_dir, work / f"trl-speed-{gc}", prompts * (steps + 1), peft_config=peft_config, **kw
@@ -248,7 +248,7 @@ def codeloop_step_times(model_dir, prompts, g, c, steps, lr, beta, gc=False) -> 
     cfg = TrainConfig(
         steps=1, lr=lr, beta=beta, loss_type="dapo", micro_batch_size=len(prompts) * g,
         grad_accum=1, skip_tied_groups=False, gradient_checkpointing=gc,
-    )  # fmt: skip
+    )
     updater = GRPOUpdater(policy, cfg)
     times = []
     for step in range(steps):
@@ -256,7 +256,7 @@ def codeloop_step_times(model_dir, prompts, g, c, steps, lr, beta, gc=False) -> 
         gens = policy.generate(
             prompts, n=g, temperature=1.0, top_p=1.0, max_new_tokens=c, seed=step,
             batch_size=len(prompts) * g,
-        )  # fmt: skip
+        )
         trajs = []
         for i, (prompt, group) in enumerate(zip(prompts, gens, strict=True)):
             p_ids = policy.encode(prompt)
@@ -270,7 +270,7 @@ def codeloop_step_times(model_dir, prompts, g, c, steps, lr, beta, gc=False) -> 
                         loss_mask=[0] * len(p_ids) + [1] * len(gen.token_ids),
                         sample_logprobs=[0.0] * len(p_ids) + gen.logprobs,
                     )
-                )  # fmt: skip
+                )
         items, _ = prepare_batch(trajs, cfg, policy.max_context)
         longest = max(sum(t.loss_mask) for t, _ in items)
         updater.step([items], longest)
@@ -292,7 +292,7 @@ def main() -> int:
     ap.add_argument(
         "--gradient-checkpointing", choices=("off", "on", "both"), default="both",
         help="set on both sides alike (TRL 1.x defaults it on, codeloop off)",
-    )  # fmt: skip
+    )
     args = ap.parse_args()
     torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
     import trl
@@ -303,7 +303,7 @@ def main() -> int:
         print(f"TRL {trl.__version__}, torch {torch.__version__}, tiny GPT-2 in {model_dir}")
         print("\n1. same batch through TRL's _compute_loss and codeloop.grpo_loss")
         print(f"{'loss_type':<11} {'TRL loss':>12} {'ours':>12} {'|Δloss|':>9} {'max|Δgrad|':>10}"
-              f" {'max|grad|':>9} {'clip TRL/ours':>14} {'kl TRL/ours':>16}")  # fmt: skip
+              f" {'max|grad|':>9} {'clip TRL/ours':>14} {'kl TRL/ours':>16}")
         worst = 0.0
         for lt, corr in [(lt, True) for lt in LOSS_TYPES] + [("grpo", False)]:
             r = compare_loss(model_dir, work, lt, corr)
@@ -322,19 +322,19 @@ def main() -> int:
         prompts = [task_prompt(t) for t in tasks]
         g, c, n, lr, beta = args.group, args.completion, args.steps, 1e-4, 0.02
         print(f"\n2. full GRPO step (generate + score + update): {len(prompts)} prompts x {g}"
-              f" generations, {c} new tokens, dapo, beta={beta}, {n} steps (first dropped)")  # fmt: skip
+              f" generations, {c} new tokens, dapo, beta={beta}, {n} steps (first dropped)")
         from trl import GRPOConfig
 
         default_gc = GRPOConfig(output_dir=str(work / "d"), use_cpu=True).gradient_checkpointing
         print(f"(TRL's own default gradient_checkpointing={default_gc}; codeloop's is off;"
-              " each row below sets both sides to the same value)")  # fmt: skip
+              " each row below sets both sides to the same value)")
         for gc in _gc_settings(args.gradient_checkpointing):
             trl_t = trl_step_times(model_dir, work, prompts, g, c, n + 1, lr, beta, gc)[1:]
             ours_t = codeloop_step_times(model_dir, prompts, g, c, n + 1, lr, beta, gc)[1:]
             trl_s, ours_s = statistics.median(trl_t), statistics.median(ours_t)
             print(f"gradient checkpointing {'on ' if gc else 'off'}: TRL GRPOTrainer median "
                   f"{trl_s * 1000:8.1f} ms, codeloop {ours_s * 1000:8.1f} ms, "
-                  f"ratio TRL/codeloop = {trl_s / ours_s:.2f} (target ≥ 1.0)")  # fmt: skip
+                  f"ratio TRL/codeloop = {trl_s / ours_s:.2f} (target ≥ 1.0)")
     return 0 if worst <= 1e-5 else 1
 
 

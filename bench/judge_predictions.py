@@ -62,7 +62,7 @@ def _fresh_tree(task, repos: str, patch: str, scratch: str) -> str | None:
 
 def run_codeloop(task, repos, envs, patches, backend: str, workers: int):
     ex = make_executor(SandboxConfig(backend=backend, workers=workers, timeout_s=60.0),
-                       workspaces=True, envs_root=envs)  # fmt: skip
+                       workspaces=True, envs_root=envs)
     try:
         judge_many([(task, task.patch)], repos, ex)  # warm: zygotes, env dirs
         t0 = time.perf_counter()
@@ -85,7 +85,7 @@ def run_docker_per_prediction(task, repos, envs, patches, workers: int, scratch:
             return False
         cmd = ["docker", "run", "--rm", "--network=none", "-v", f"{tree}:/w", "-v",
                f"{envs}:/envs:ro", "-w", "/w", "-e", f"PYTHONPATH={paths}", IMAGE, "python3",
-               "-B", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--", *_ids(task)]  # fmt: skip
+               "-B", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--", *_ids(task)]
         try:
             return subprocess.run(cmd, capture_output=True).returncode == 0
         finally:
@@ -157,7 +157,7 @@ def main() -> None:
                 )
             )
             rows.append(("docker run per prediction", *run_docker_per_prediction(
-                task, repos, envs, patches, a.workers, str(root))))  # fmt: skip
+                task, repos, envs, patches, a.workers, str(root))))
         rows.append(
             (
                 "host pytest, unprotected",
@@ -169,7 +169,7 @@ def main() -> None:
     base = dict((r[0], r[1]) for r in rows).get("docker run per prediction")
     n_tests = len(_ids(task))
     print(f"{a.n} predictions x {n_tests} tests, {a.modules + 2} modules, {a.workers} workers; "
-          f"truly resolved: {patches.count(task.patch)}")  # fmt: skip
+          f"truly resolved: {patches.count(task.patch)}")
     print(f"{'':28s} {'total s':>8s} {'s/pred':>7s} {'resolved':>8s} {'vs docker-run':>13s}")
     for name, wall, resolved in rows:
         ratio = f"{base / wall:12.2f}x" if base else "            -"

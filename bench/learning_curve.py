@@ -79,7 +79,7 @@ FIELDS = (
     "heldout_hot_pass@8", "heldout_success_rate", "kl_to_sft",
     "frac_reward_zero_std", "kl", "clip_ratio_region", "ratio_mean_first_step", "loss",
     "n_in_update", "steps", "rft_examples", "seconds", "wall_s",
-)  # fmt: skip
+)
 # --variants-out: one row per iteration and variant, appended as each iteration ends.
 VARIANT_FIELDS = (
     "variant", "iteration", "train_reward_mean", "heldout_pass@1", "heldout_pass@1_se",
@@ -87,7 +87,7 @@ VARIANT_FIELDS = (
     "heldout_hot_delta", "heldout_hot_delta_se", "heldout_hot_pass@8", "kl_to_sft", "kl",
     "steps", "replay_share", "replay_ess_fraction", "replay_clipped_share", "rft_examples",
     "seconds", "wall_s",
-)  # fmt: skip
+)
 
 
 def _args() -> argparse.Namespace:
@@ -100,14 +100,14 @@ def _args() -> argparse.Namespace:
     ap.add_argument(
         "--fixed-pool", action="store_true",
         help="roll out the same --pool tasks every iteration instead of a new slice",
-    )  # fmt: skip
+    )
     ap.add_argument(
         "--fresh", type=int, default=2560,
         help="draw GRPO's tasks from this many extra generated tasks that SFT never saw "
         "(0: from SFT's own training tasks). 2560 = 10 slices of 256 with one depth mix "
         "(83%% depth 2, 17%% depth 3); past ~3600 the generator has no depth-2 programs left "
         "and a slice of depth 3 alone drops train reward by half",
-    )  # fmt: skip
+    )
     ap.add_argument("--sft-steps", type=int, default=None, help="override sft.steps")
     ap.add_argument("--steps", type=int, default=None, help="override train.steps")
     ap.add_argument("--lr", type=float, default=None, help="override train.lr")
@@ -119,29 +119,29 @@ def _args() -> argparse.Namespace:
         "--work", default="",
         help="keep each iteration's policy and the archive here; rerun with the same --work "
         "and --out to go on after the last finished iteration (default: a temporary directory)",
-    )  # fmt: skip
+    )
     ap.add_argument("--save-init", default="", help="save the SFT policy here for reuse")
     ap.add_argument(
         "--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
         help="override any params key, e.g. --set train.loss_type=grpo (repeatable)",
-    )  # fmt: skip
+    )
     ap.add_argument("--out", default="metrics/learning_curve.csv")
     ap.add_argument("--variant", default="grpo", help="this run's name in --variants-out")
     ap.add_argument("--variants-out", default="", help="append per-iteration rows here")
     ap.add_argument(
         "--eval-at", default="",
         help="comma-separated iterations to evaluate (0 and the last always); default: all",
-    )  # fmt: skip
+    )
     ap.add_argument(
         "--drift", action="store_true",
         help="also roll each slice out with the SFT policy (same seeds): train_reward_sft_policy",
-    )  # fmt: skip
+    )
     ap.add_argument("--kl-rows", type=int, default=64, help="rollout rows for kl_to_sft")
     ap.add_argument(
         "--base-cache", default="",
         help="JSON of iteration 0's evaluation: reused when present (same --init and eval "
         "flags), written otherwise; variants from one SFT policy then share one baseline",
-    )  # fmt: skip
+    )
     ap.add_argument("--table", default="", help="print the comparison table of this CSV; exit")
     return ap.parse_args()
 
@@ -248,7 +248,7 @@ def _iterate(a, p, it, state, executor, heldout, by_id, base):
     trajs = run_rollout(
         pool, state["policy"], executor, rcfg, timeout_s=p.sandbox.timeout_s,
         dataset_version="learning-curve", iteration=it,
-    )  # fmt: skip
+    )
     scored = score_trajectories(trajs, by_id, p.reward.version, executor)
     archive = Path(tmp) / "archive"
     archived = query(archive) if archive.exists() else []  # earlier nights, as the stage reads
@@ -306,7 +306,7 @@ def main() -> int:
             _emit(a, rows, row)
         state = {"rl_tasks": fresh or train_tasks, "tmp": tmp, "policy": policy,
                  "current": Path(tmp) / f"iter-{rows[-1]['iteration']:04d}",
-                 "sft": Policy.load(current), "eval_at": eval_at | {0, a.iterations}}  # fmt: skip
+                 "sft": Policy.load(current), "eval_at": eval_at | {0, a.iterations}}
         for it in range(rows[-1]["iteration"] + 1, a.iterations + 1):
             row = _iterate(a, p, it, state, executor, heldout, by_id, base)
             row["wall_s"] = round(time.perf_counter() - t_start, 1)

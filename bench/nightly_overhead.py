@@ -53,7 +53,7 @@ TINY = {
     "rollout": {"samples_per_task": 3, "max_steps": 2, "max_new_tokens": 24, "batch_size": 16},
     "train": {"steps": 1, "micro_batch_size": 4, "grad_accum": 1},
     "evaluate": {"max_tasks_per_set": 4, "max_new_tokens": 24},
-}  # fmt: skip
+}
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -83,7 +83,7 @@ def tiny_repo(dst: Path) -> Path:
     cfg = (dst / ".dvc/config").read_text() if (dst / ".dvc/config").exists() else ""
     if "url" in cfg:  # point the repo's default remote at a temp dir, not the real one
         subprocess.run([sys.executable, "-m", "dvc", "remote", "modify", "--local",
-                        _default_remote(dst), "url", str(remote)], cwd=dst, check=True)  # fmt: skip
+                        _default_remote(dst), "url", str(remote)], cwd=dst, check=True)
     _git(dst, "add", "-A")
     _git(dst, "commit", "-qm", "tiny")
     return dst
@@ -91,7 +91,7 @@ def tiny_repo(dst: Path) -> Path:
 
 def _default_remote(repo: Path) -> str:
     out = subprocess.run([sys.executable, "-m", "dvc", "config", "core.remote"], cwd=repo,
-                         capture_output=True, text=True, check=True)  # fmt: skip
+                         capture_output=True, text=True, check=True)
     return out.stdout.strip()
 
 
@@ -108,7 +108,7 @@ def _timed(cmd: list[str], cwd: Path, env: dict) -> float:
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         print(f"FAILED ({proc.returncode}): {' '.join(cmd[-3:])}\n{proc.stdout[-1500:]}"
-              f"{proc.stderr[-1500:]}")  # fmt: skip
+              f"{proc.stderr[-1500:]}")
         return float("nan")
     return time.perf_counter() - t0
 
@@ -124,10 +124,10 @@ def plain_repro(root: Path, toy: bool, shared: bool) -> tuple[float, int]:
     home = root / "prefect-home"
     env = {**server_env(str(home)), "PYTHONPATH": str(ROOT), "CODELOOP_PREFECT_SERVER_GRACE_S": "5",
            "CODELOOP_SHARED_PREFECT_SERVER": "1" if shared else "0",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=repo, env=env,
-                          capture_output=True, text=True)  # fmt: skip
+                          capture_output=True, text=True)
     secs = time.perf_counter() - t0
     if proc.returncode != 0:
         print(proc.stdout[-4000:], proc.stderr[-4000:])
@@ -169,10 +169,10 @@ def main() -> int:
         repo = tiny_repo(work / "repo")
     with local_prefect_server() as (api, env):
         env = {**env, "PYTHONPATH": str(ROOT),
-               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"}  # fmt: skip
+               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"}
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "flows.nightly", "--no-pull"], cwd=repo,
-                              env=env, capture_output=True, text=True)  # fmt: skip
+                              env=env, capture_output=True, text=True)
         night = time.perf_counter() - t0
         if proc.returncode != 0:
             print(proc.stdout[-4000:], proc.stderr[-4000:])
@@ -192,12 +192,12 @@ def main() -> int:
         direct = {
             s: _timed(
                 [sys.executable, "-m", "dvc", "repro", "--single-item", "--force", s], repo, env
-            )  # fmt: skip
+            )
             for s in stages
         }
         bare = _timed([sys.executable, "-c", "pass"], repo, env)
         floor = _timed([sys.executable, "-c", "from prefect import flow\n"
-                        "flow(name='noop')(lambda: None)()"], repo, env)  # fmt: skip
+                        "flow(name='noop')(lambda: None)()"], repo, env)
         _git(repo, "checkout", "--", ".")
 
     print(f"pipeline: {'toy (2 stages)' if args.toy else 'codeloop on tiny params'}")
@@ -212,7 +212,7 @@ def main() -> int:
     other = {k: v for k, v in task_secs.items() if not k.startswith("repro_stage[")}
     print("other nightly tasks: " + ", ".join(f"{k} {v:.1f} s" for k, v in other.items()))
     print(f"per-stage Prefect floor: import + empty flow run {floor:.1f} s vs bare python "
-          f"{bare:.2f} s")  # fmt: skip
+          f"{bare:.2f} s")
     print_plain(work, args.toy)
     return 0
 

@@ -197,9 +197,9 @@ def natural_twins(tasks: list[Task], executor) -> set[tuple[int, int]]:
         js = [j for j in js if all(lo <= c <= hi for c in calls[j])]
         data = {j: (tasks[j].entry_point, tasks[j].setup_code, tasks[j].all_tests()) for j in js}
         code = "\n".join([t.reference_solution, _CROSS, f"_CANDS = {data!r}",
-                          f"_ENTRY = {t.entry_point}", "_BASE = dict(globals())"])  # fmt: skip
+                          f"_ENTRY = {t.entry_point}", "_BASE = dict(globals())"])
         jobs.append(ExecJob(code, [f"_cross({j})" for j in js], t.setup_code, "function",
-                            t.entry_point, timeout_s=60))  # fmt: skip
+                            t.entry_point, timeout_s=60))
         cands.append(js)
     results = executor.run_many(jobs)
     passes = set()

@@ -43,7 +43,7 @@ def _trajectories(vocab: int, rows: int, tokens: int):
             trajectory_id=str(i), task_id="t", prompt_key="t", prompt="", reward=float(i % 2),
             metadata=TrajectoryMetadata(temperature=1.0), token_ids=ids,
             loss_mask=[0] * half + [1] * (tokens - half), sample_logprobs=[-5.0] * tokens,
-        ))  # fmt: skip
+        ))
     return out
 
 
@@ -75,7 +75,7 @@ def measure(model_dir: str, quantize: str, rows: int, tokens: int) -> dict:
     cfg = TrainConfig(
         steps=1, lr=1e-5, beta=0.02, loss_type="dapo", micro_batch_size=rows, grad_accum=1,
         skip_tied_groups=False, keep_optimizer_state=False, lora=lora,
-    )  # fmt: skip
+    )
     updater = GRPOUpdater(policy, cfg)
     trainable = sum(p.numel() for p in updater.params)
     items, _ = prepare_batch(_trajectories(len(policy.tokenizer), rows, tokens), cfg, 10**6)
@@ -85,7 +85,7 @@ def measure(model_dir: str, quantize: str, rows: int, tokens: int) -> dict:
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux: KiB
     return {"quantize": quantize, "model_mb": model_bytes / 2**20, "trainable": trainable,
             "load_peak_rss_mb": load_peak_kb / 1024, "peak_rss_mb": peak_kb / 1024,
-            "step_s": seconds, "loss": row["loss"]}  # fmt: skip
+            "step_s": seconds, "loss": row["loss"]}
 
 
 def _save_model(out: Path, shape: str) -> None:
@@ -113,18 +113,18 @@ def main() -> int:
         _save_model(Path(tmp) / "model", a.shape)
         for mode in a.modes.split(","):
             cmd = [sys.executable, __file__, "--rows", str(a.rows), "--tokens", str(a.tokens),
-                   "--_child", str(Path(tmp) / "model"), mode]  # fmt: skip
+                   "--_child", str(Path(tmp) / "model"), mode]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
             results.append(json.loads(out.strip().splitlines()[-1]))
     base = next((r for r in results if r["quantize"] == "none"), results[0])
     print(f"shape {a.shape}, {a.rows} rows x {a.tokens} tokens, CPU, LoRA r=16 (q,k,v,o)")
     print(f"{'quantize':>8} {'model MB':>9} {'x base':>7} {'trainable':>10} {'load RSS':>9} "
-          f"{'peak RSS MB':>12} {'x base':>7} {'step s':>7} {'x base':>7}")  # fmt: skip
+          f"{'peak RSS MB':>12} {'x base':>7} {'step s':>7} {'x base':>7}")
     for r in results:
         print(f"{r['quantize']:>8} {r['model_mb']:9.0f} {r['model_mb'] / base['model_mb']:7.2f} "
               f"{r['trainable']:10d} {r['load_peak_rss_mb']:9.0f} {r['peak_rss_mb']:12.0f} "
               f"{r['peak_rss_mb'] / base['peak_rss_mb']:7.2f} {r['step_s']:7.2f} "
-              f"{r['step_s'] / base['step_s']:7.2f}")  # fmt: skip
+              f"{r['step_s'] / base['step_s']:7.2f}")
     return 0
 
 

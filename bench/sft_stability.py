@@ -141,7 +141,7 @@ def train_and_eval(job: dict) -> list[dict]:
 
     func = [t for t in tasks if t.kind != "repo"]
     stats = run_sft(policy, func, params.sft, demos if params.sft.agent_fraction > 0 else [],
-                    on_step=on_step)  # fmt: skip
+                    on_step=on_step)
     base = {k: job[k] for k in ("perturbation", "config")}
     base.update(sft_s=round(stats["seconds"], 1), loss_last=stats["loss_last"])
     # Training loss per 100-step window: where a run that ends badly parts from a good one.
@@ -152,7 +152,7 @@ def train_and_eval(job: dict) -> list[dict]:
     for d, e in emas.items():
         e.copy_to(policy.model)
         rows.append({**base, "config": f"{job['config']}+ema{d:g}",
-                     **evaluate(policy, params, paths, tasks, job["samples"])})  # fmt: skip
+                     **evaluate(policy, params, paths, tasks, job["samples"])})
     return rows
 
 
@@ -167,7 +167,7 @@ def evaluate(policy, params: Params, paths, training: list, samples: int) -> dic
     executor = make_executor(params.sandbox)
     try:
         m = evaluate_sets(policy, {"heldout": heldout}, executor, cfg, training_tasks=training,
-                          timeout_s=params.sandbox.timeout_s)  # fmt: skip
+                          timeout_s=params.sandbox.timeout_s)
     finally:
         executor.close()
     rates = m["pass_rates"]["heldout"]
@@ -224,11 +224,11 @@ def _args() -> argparse.Namespace:
     ap.add_argument(
         "--config", action="append", default=[], metavar="NAME:KEY=VALUE,...",
         help="an extra configuration on top of old-default (values parsed as JSON)",
-    )  # fmt: skip
+    )
     ap.add_argument(
         "--ema", default=",".join(map(str, EMA_DECAYS)),
         help="comma-separated EMA decays read from each run ('' = none)",
-    )  # fmt: skip
+    )
     ap.add_argument("--steps", type=int, default=None, help="override sft.steps (smoke runs)")
     ap.add_argument("--table", action="store_true", help="print the table of --out; exit")
     return ap.parse_args()
@@ -271,7 +271,7 @@ def main() -> int:
                 over_p["sft.steps"] = a.steps
             jobs.append({"perturbation": pert, "config": name, "overrides": over_p,
                          "params_file": a.params, "root": root, "samples": a.samples,
-                         "ema": [float(x) for x in a.ema.split(",") if x]})  # fmt: skip
+                         "ema": [float(x) for x in a.ema.split(",") if x]})
     print(f"{len(jobs)} training jobs, {a.jobs} at once", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     with ProcessPoolExecutor(a.jobs, mp_context=get_context("spawn")) as pool:
@@ -280,7 +280,7 @@ def main() -> int:
                 for r in rows:
                     f.write(json.dumps(r) + "\n")
                     print(f"{r['perturbation']:>8} {r['config']:<22} pass@1 {r['pass@1']:.3f} "
-                          f"(eval SD {r['eval_sd']:.3f}) SFT {r['sft_s']} s", flush=True)  # fmt: skip
+                          f"(eval SD {r['eval_sd']:.3f}) SFT {r['sft_s']} s", flush=True)
     print(table(_read(out)))
     return 0
 

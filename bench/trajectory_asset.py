@@ -125,9 +125,9 @@ def main() -> None:
     print(f"  no resume            {t_plain:7.2f}s   (baseline)")
     print(f"  with resume shards   {t_resume:7.2f}s   x{t_resume / t_plain:.2f} of baseline")
     print(f"  rerun after kill -9 at {n_done}/{n_shards} shards: {t_rerun:7.2f}s   "
-          f"x{t_rerun / t_plain:.2f} of restarting from zero")  # fmt: skip
+          f"x{t_rerun / t_plain:.2f} of restarting from zero")
     print(f"  resumed rows == uninterrupted resumable run's: {same}; tokens == no-resume run's: "
-          f"{same_tokens}, max |logprob diff| {dlp:.2e} (batch padding rounding)")  # fmt: skip
+          f"{same_tokens}, max |logprob diff| {dlp:.2e} (batch padding rounding)")
 
     scored = fan_out_score(
         plain,
@@ -146,7 +146,7 @@ def main() -> None:
     print(f"  data/trajectories (parquet + jsonl)  {night:9d} B   (baseline)")
     print(f"  archive, default retention           {arch:9d} B   x{arch / night:.2f}  {kept}")
     print(f"  archive, rest dropped (over budget)  {lean_b:9d} B   x{lean_b / night:.2f}  "
-          f"kept {lean['kept']} dropped {lean['dropped']}")  # fmt: skip
+          f"kept {lean['kept']} dropped {lean['dropped']}")
 
 
 if __name__ == "__main__":

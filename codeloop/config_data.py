@@ -17,7 +17,7 @@ from codeloop.config_sections import _Section
 MUTATION_OPERATORS = (
     "compare", "arith", "off_by_one", "constant", "condition", "swap_args", "drop_stmt",
     "wrong_return",
-)  # fmt: skip
+)
 
 
 REPAIRABLE_OPERATORS = ("arith", "compare", "condition", "swap_args", "drop_stmt")
@@ -173,7 +173,7 @@ class AgentConfig(_Section):
     observation_chars: int = Field(
         1500, ge=200, le=200_000,
         description="Budget of one observation (chars); longer output is cut with a marker.",
-    )  # fmt: skip
+    )
     max_steps: int = Field(
         8, ge=1, le=500, description="Tool calls per episode before it ends (max_steps)."
     )
@@ -190,7 +190,7 @@ class AgentConfig(_Section):
         5, ge=1, le=500,
         description="Failed calls (malformed, unknown tool, bad args, errors) that end the"
         " episode (invalid_action_limit).",
-    )  # fmt: skip
+    )
     max_file_bytes: int = Field(
         1_000_000, ge=1024, description="Largest file read_file reads or write_file writes."
     )
@@ -203,12 +203,12 @@ class AgentConfig(_Section):
         1_000_000, ge=1024,
         description="Largest model patch the judge reads (UTF-8 bytes); a larger one is that"
         " row's verdict (status patch_too_large, not resolved), refused before parsing.",
-    )  # fmt: skip
+    )
     workspace_bytes: int = Field(
         256 * 2**20, ge=2**20,
         description="Disk one workspace (an episode's or a judged tree) may fill, on a tmpfs"
         " of that size: a write past it fails with ENOSPC inside the sandbox.",
-    )  # fmt: skip
+    )
     envs_dir: str = Field(
         "data/clean/envs",
         description="Test environment dirs (pytest and each repository's deps), mounted"

@@ -125,7 +125,7 @@ class BucketConfig(_Section):
 # the default asks all but the optional ones (isolation.OPTIONAL: the host decides those)
 SealProperty = Literal["pid_ns", "net_ns", "ipc_ns", "mount_ns", "private_root",
                        "read_only_root", "caps_dropped", "no_new_privs", "seccomp", "rlimits",
-                       "not_host_root", "job_memory_cgroup"]  # fmt: skip
+                       "not_host_root", "job_memory_cgroup"]
 OPTIONAL_SEAL = ("job_memory_cgroup",)
 
 

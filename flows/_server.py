@@ -155,7 +155,7 @@ def _spawn_supervisor(state: Path) -> dict:
         [sys.executable, str(Path(__file__).resolve()), "--supervise", str(state), grace],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
-    )  # fmt: skip
+    )
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         info = read_server(state)
@@ -221,7 +221,7 @@ def _start_server(state: Path) -> tuple[subprocess.Popen, str]:
                  "--port", str(port), "--analytics-off"],
                 env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 preexec_fn=_die_with(os.getpid()),
-            )  # fmt: skip
+            )
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while server.poll() is None and time.monotonic() < deadline:
             if _healthy(api):

@@ -53,7 +53,7 @@ from tasks.steps import as_task, stage_logs
 
 PIPELINE = (
     "clean", "policy_init", "sft", "bucket", "rollout", "score", "critic", "train", "evaluate"
-)  # fmt: skip
+)
 # Tracked paths a night may modify; restored from HEAD when the night fails.
 TOUCHED = ("dvc.lock", "params.yaml", "metrics", "history", "models/.gitignore", "data/.gitignore")
 # Untracked memory of the last night tried here (survives the restore of a refused night).
@@ -92,7 +92,7 @@ def stage_order(repo: Path) -> list[str]:
         for b in stages
     }
     rank = {n: (PIPELINE.index(n) if n in PIPELINE else len(PIPELINE), i)
-            for i, n in enumerate(stages)}  # fmt: skip
+            for i, n in enumerate(stages)}
     order: list[str] = []
     while len(order) < len(stages):
         ready = [n for n in stages if n not in order and needs[n] <= set(order)]

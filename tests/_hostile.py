@@ -28,7 +28,7 @@ PLANT_NAME = "codeloop-hostile-plant.jsonl"
 PLANT_ROW = '{"task_id": "hostile/1", "test_list": ["assert f(1) == 7919"]}\n'
 PLANT_DIRS = ["/tmp", "/var/tmp", "/srv", "/opt", "/mnt", "/home", "/root", "/work", "/dev/shm",
               str(REPO), str(REPO / "data"), str(REPO.parent / "shared"), sys.prefix,
-              os.path.expanduser("~")]  # fmt: skip
+              os.path.expanduser("~")]
 
 
 @pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])

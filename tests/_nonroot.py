@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 USER = 65534  # nobody: exists on every Debian, owns nothing
 PACKAGES = ["yaml", "pydantic", "pydantic_core", "annotated_types", "typing_extensions",
             "typing_inspection", "pytest", "_pytest", "pluggy", "iniconfig", "packaging",
-            "pygments", "py"]  # fmt: skip
+            "pygments", "py"]
 HELPERS = ["__init__.py", "conftest.py"]
 
 
@@ -36,7 +36,7 @@ def skip_unless_ordinary_user_can_run(not_root: str, no_userns: str) -> None:
     if not (os.access("/usr/bin/python3", os.X_OK) and shutil.which("setpriv")):
         pytest.skip("needs Debian's /usr/bin/python3 and setpriv (util-linux)")
     probe = ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--clear-groups", "unshare",
-             "--map-root-user", "--pid", "--fork", "--mount", "--net", "true"]  # fmt: skip
+             "--map-root-user", "--pid", "--fork", "--mount", "--net", "true"]
     if subprocess.run(probe, capture_output=True).returncode != 0:
         pytest.skip(no_userns)
 
@@ -75,12 +75,12 @@ def run_as_ordinary_user(
         (dest / "home").mkdir(mode=0o777)
         (dest / "home").chmod(0o777)
         env = {"HOME": str(dest / "home"), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
-               "PYTHONPATH": f"{dest / 'site'}:{dest / 'repo'}", "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
+               "PYTHONPATH": f"{dest / 'site'}:{dest / 'repo'}", "PYTHONDONTWRITEBYTECODE": "1"}
         cmd = ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--clear-groups",
                "/usr/bin/python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               "-m", "not docker", "-o", "addopts=-ra", *(f"tests/{t}" for t in suite)]  # fmt: skip
+               "-m", "not docker", "-o", "addopts=-ra", *(f"tests/{t}" for t in suite)]
         run = functools.partial(subprocess.run, cwd=dest / "repo", env=env, capture_output=True,
-                                text=True, timeout=1800)  # fmt: skip
+                                text=True, timeout=1800)
         collected = run([*cmd, "--collect-only"]).stdout
         return run(cmd), collected
     finally:

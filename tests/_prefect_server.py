@@ -54,7 +54,7 @@ def local_prefect_server(startup_timeout: float = 90.0) -> Iterator[tuple[str, d
         [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
          "--port", str(port), "--analytics-off", "--no-late-runs"],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+    )
     api = f"http://127.0.0.1:{port}/api"
     try:
         deadline = time.monotonic() + startup_timeout

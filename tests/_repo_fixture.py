@@ -89,7 +89,7 @@ def make_repo_task(root: str | Path, extra_modules: int = 0, extra_tests: int = 
     pristine, buggy, tested = root / "pristine", root / "buggy", root / "tested"
     files = {"calc/__init__.py": "", "calc/ops.py": OPS, "calc/text.py": TEXT,
              "README.md": "calc: a tiny package\n", "tests/test_visible.py": VISIBLE,
-             "tests/test_hidden.py": HIDDEN}  # fmt: skip
+             "tests/test_hidden.py": HIDDEN}
     for i in range(extra_modules):
         files[f"calc/mod{i:02d}.py"] = f'"""Module {i}."""\n\n\ndef value_{i}():\n    return {i}\n'
     tests = "".join(
@@ -109,7 +109,7 @@ def make_repo_task(root: str | Path, extra_modules: int = 0, extra_tests: int = 
     shutil.copytree(buggy, tested)
     _write(tested, {"tests/test_f2p.py": F2P})
     visible = ["tests/test_visible.py::test_mul", "tests/test_visible.py::test_shout",
-               "tests/test_visible.py::test_add_zero", "tests/test_f2p.py::test_add_positive"]  # fmt: skip
+               "tests/test_visible.py::test_add_zero", "tests/test_f2p.py::test_add_positive"]
     visible += [f"tests/test_many.py::test_value_{i}" for i in range(extra_tests)]
     return Task(
         task_id="calc__calc-1", source="synthetic", prompt="add() returns the wrong result for non-zero inputs.",
@@ -120,7 +120,7 @@ def make_repo_task(root: str | Path, extra_modules: int = 0, extra_tests: int = 
         fail_to_pass=["tests/test_f2p.py::test_add_positive"],
         pass_to_pass=visible[:3] + visible[4:],
         visible_tests=visible, hidden_tests=["tests/test_hidden.py::test_add_negative"],
-    )  # fmt: skip
+    )
 
 
 def open_agent_env(root: str | Path, backend: str = "local", workers: int = 2, **agent_kw):

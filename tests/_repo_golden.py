@@ -17,7 +17,7 @@ TASK = Task(
                   "tests/test_v.py::test_zero", "tests/test_v.py::test_neg"],
     visible_tests=["tests/test_v.py::test_mul", "tests/test_v.py::test_shout",
                    "tests/test_v.py::test_zero", "tests/test_f2p.py::test_add_positive"],
-)  # fmt: skip
+)
 F2P, P2P = TASK.fail_to_pass, TASK.pass_to_pass
 
 
@@ -30,7 +30,7 @@ def verdict(f2p=("passed", "passed"), p2p=("passed",) * 4, *, flags=(), applied=
         f2p_passed=f if applied else 0, f2p_total=2, p2p_passed=p if applied else 0,
         p2p_total=4, outcomes=outcomes if applied else {}, hack_flags=list(flags),
         failure_types=exc or {},
-    )  # fmt: skip
+    )
 
 
 def act(tool: str, passed: int = 0, total: int = 0, error: str = "") -> Action:
@@ -46,7 +46,7 @@ def steps(*acts: Action) -> list[Action]:
 
 def _plain():
     return steps(act("read_file"), act("run_tests", 3, 4), act("edit"), act("run_tests", 4, 4),
-                 act("submit"))  # fmt: skip
+                 act("submit"))
 
 
 CASES = {
@@ -71,13 +71,13 @@ CASES = {
             act("run_tests", 4, 4),
             act("submit"),
         ),
-    ),  # fmt: skip
+    ),
     "direct": (
         verdict(),
         steps(
             act("run_tests", 3, 4), act("edit"), act("edit"), act("run_tests", 4, 4), act("submit")
         ),
-    ),  # fmt: skip
+    ),
     "invalid_calls": (
         verdict(),
         steps(
@@ -87,14 +87,14 @@ CASES = {
             act("run_tests", 4, 4),
             act("submit"),
         ),
-    ),  # fmt: skip
+    ),
     # the agent's own runs showed passes the judged diff does not have: a forged run_tests
     # report, or a fix reverted before submit (v4 pays only what the judge saw)
     "forged_runs": (
         verdict(("failed", "failed"), ("passed", "failed", "failed", "failed"),
                 exc={F2P[0]: "AssertionError", F2P[1]: "AssertionError"}),
         steps(act("edit"), act("run_tests", 4, 4), act("submit")),
-    ),  # fmt: skip
+    ),
     "judge_error": (
         verdict(applied=False, flags=("judge_error",)),
         steps(act("run_tests", 4, 4), act("submit")),

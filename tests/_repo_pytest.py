@@ -28,7 +28,7 @@ def pytest_outcomes(root: Path) -> dict[str, str]:
     subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}"],
         cwd=root, capture_output=True, check=False,
-    )  # fmt: skip
+    )
     out = {}
     for case in ET.parse(xml).getroot().iter("testcase"):
         path = case.get("classname", "").replace(".", "/") + ".py"

@@ -54,7 +54,7 @@ def make_probe_repo(root: Path) -> Path:
     (repo / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
     git(repo, "init", "-q", "-b", "main")
     subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=repo, check=True,
-                   env={**os.environ, "DVC_NO_ANALYTICS": "1"})  # fmt: skip
+                   env={**os.environ, "DVC_NO_ANALYTICS": "1"})
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "probe pipeline")
     return repo

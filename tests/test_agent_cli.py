@@ -20,9 +20,9 @@ from tests._repo_fixture import GOLD_EDIT, make_repo_task
 
 GOLD = {"tool": "edit", "args": {"path": GOLD_EDIT[0], "old": GOLD_EDIT[1], "new": GOLD_EDIT[2]}}
 SKIP = {"tool": "write_file", "args": {"path": "calc/__init__.py",
-        "content": "import pytest\npytest.skip('no', allow_module_level=True)\n"}}  # fmt: skip
+        "content": "import pytest\npytest.skip('no', allow_module_level=True)\n"}}
 CHEAT = {"tool": "write_file", "args": {"path": "tests/test_f2p.py",
-         "content": "def test_add_positive():\n    assert True\n"}}  # fmt: skip
+         "content": "def test_add_positive():\n    assert True\n"}}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def play(setup, calls, name):
     script.write_text("".join(json.dumps(c) + "\n" for c in calls))
     rc = main(["env", "--tasks", str(root / "tasks.parquet"), "--task-id", task.task_id,
                "--script", str(script), "--out", str(out), "--repos", str(root / "repos"),
-               "--params", str(params)])  # fmt: skip
+               "--params", str(params)])
     assert rc == 0
     return json.loads(out.read_text())
 
@@ -59,7 +59,7 @@ def resolved(setup, diff: str) -> bool:
     ex = make_agent_executor(SandboxConfig(workers=1, timeout_s=30), cfg)
     try:
         ws = Workspace.create(task, BaseCache(str(root / "repos"), str(root / "jb")),
-                              ex.workspaces.new_workspace)  # fmt: skip
+                              ex.workspaces.new_workspace)
         apply_patch(ws.path, diff)
         hidden = os.path.join(root, "pristine", "tests", "test_hidden.py")
         with open(hidden) as src, open(os.path.join(ws.path, "tests", "test_hidden.py"), "w") as d:
@@ -75,7 +75,7 @@ def resolved(setup, diff: str) -> bool:
 
 def test_the_episode_file_holds_the_trajectory_row(setup):
     ep = play(setup, [{"tool": "read_file", "args": {"path": "calc/ops.py"}}, GOLD,
-                      {"tool": "run_tests", "args": {}}, {"tool": "submit", "args": {}}], "row")  # fmt: skip
+                      {"tool": "run_tests", "args": {}}, {"tool": "submit", "args": {}}], "row")
     t = ep["trajectory"]
     assert [a["tool"] for a in t["actions"]] == ["read_file", "edit", "run_tests", "submit"]
     assert t["terminal_reason"] == "submitted" and t["tests_run"] == 1 and t["tool_calls"] == 4
@@ -122,7 +122,7 @@ def test_interactive_mode_prints_each_observation(setup, monkeypatch, capsys):
     root, task, params = setup
     monkeypatch.setattr(sys, "stdin", io.StringIO('{"tool": "list_files", "args": {}}\nbad\n'))
     rc = main(["env", "--tasks", str(root / "tasks.parquet"), "--task-id", task.task_id,
-               "--interactive", "--repos", str(root / "repos"), "--params", str(params)])  # fmt: skip
+               "--interactive", "--repos", str(root / "repos"), "--params", str(params)])
     out = capsys.readouterr().out
     assert rc == 0 and "calc/ops.py" in out and "[parse_error]" in out
 
@@ -130,5 +130,5 @@ def test_interactive_mode_prints_each_observation(setup, monkeypatch, capsys):
 def test_an_unknown_task_id_is_exit_2(setup, capsys):
     root, _, params = setup
     rc = main(["env", "--tasks", str(root / "tasks.parquet"), "--task-id", "nope",
-               "--interactive", "--params", str(params)])  # fmt: skip
+               "--interactive", "--params", str(params)])
     assert rc == 2 and "no task 'nope'" in capsys.readouterr().err

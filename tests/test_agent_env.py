@@ -19,7 +19,7 @@ RUN = {"tool": "run_tests", "args": {}}
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory):
     env, ex, task = open_agent_env(tmp_path_factory.mktemp("env"), max_steps=6,
-                                   invalid_call_limit=3)  # fmt: skip
+                                   invalid_call_limit=3)
     yield env, task
     ex.close()
 
@@ -132,7 +132,7 @@ def test_two_hundred_batched_steps_leave_no_process_fd_or_dir(tmp_path):
         assert not any(o.error_kind for o in env.step_many([(ep, warm) for ep in eps]))
         fds = len(os.listdir("/proc/self/fd"))
         turns = [{"tool": "read_file", "args": {"path": "calc/ops.py"}}, GOLD,
-                 {"tool": "bash", "args": {"command": "(sleep 300 &); echo started"}}, RUN]  # fmt: skip
+                 {"tool": "bash", "args": {"command": "(sleep 300 &); echo started"}}, RUN]
         for call in turns:
             assert not any(o.error_kind for o in env.step_many([(ep, call) for ep in eps]))
         for ep in eps:

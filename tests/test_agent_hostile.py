@@ -24,7 +24,7 @@ def agent(request, tmp_path_factory):
         skip_without_docker_engine()
     root = tmp_path_factory.mktemp("hostile")
     env, ex, task = open_agent_env(root, backend=request.param, bash=True,
-                                   invalid_call_limit=500, max_steps=500)  # fmt: skip
+                                   invalid_call_limit=500, max_steps=500)
     secret = root / "host-secret.txt"  # a host file the agent must never read
     secret.write_text(SECRET + "\n")
     secret.chmod(0o644)
@@ -49,10 +49,10 @@ def bash(ep, command):
 
 
 @pytest.mark.parametrize("path", ["/etc/passwd", "../../../../etc/passwd", "calc/../../x",
-                                  str(REPO / "pyproject.toml")])  # fmt: skip
+                                  str(REPO / "pyproject.toml")])
 def test_file_tools_refuse_paths_outside_the_workspace(ep, path):
     for tool, extra in (("read_file", {}), ("write_file", {"content": "x"}),
-                        ("edit", {"old": "a", "new": "b"}), ("list_files", {})):  # fmt: skip
+                        ("edit", {"old": "a", "new": "b"}), ("list_files", {})):
         assert call(ep, tool, path=path, **extra).error_kind == "outside_workspace"
 
 
@@ -63,7 +63,7 @@ def test_a_link_to_a_host_file_is_never_read_nor_written(ep, agent):
             call(ep, "edit", path="s", old=SECRET, new="pwned"),
             call(ep, "write_file", path="s", content="pwned"),
             call(ep, "write_file", path="d/new.txt", content="pwned"),
-            call(ep, "list_files", path="d")]  # fmt: skip
+            call(ep, "list_files", path="d")]
     assert all(o.error_kind == "symlink" for o in outs), [o.output for o in outs]
     assert secret.read_text() == SECRET + "\n" and not (secret.parent / "new.txt").exists()
 
@@ -81,7 +81,7 @@ def test_bash_cannot_read_host_files(ep, agent):
 
 def test_a_conftest_the_agent_writes_cannot_read_host_files(ep, agent):
     conftest = (f"def test_peek():\n    with open({str(agent[2])!r}) as fh:\n"
-                "        assert fh.read() == ''\n")  # fmt: skip
+                "        assert fh.read() == ''\n")
     call(ep, "write_file", path="conftest.py", content=conftest)
     obs = call(ep, "run_tests", selection=["conftest.py::test_peek"])
     assert SECRET not in obs.output and (

@@ -25,7 +25,7 @@ def test_the_agent_hostile_suite_passes_as_an_ordinary_user():
         "this machine allows no unprivileged user namespace",
     )
     proc, _ = run_as_ordinary_user("codeloop-agent-nonroot-", ["_repo_fixture.py", "_hostile.py"],
-                                   SUITE, extra_packages=["pyarrow"])  # fmt: skip
+                                   SUITE, extra_packages=["pyarrow"])
     out = tail(proc)
     assert proc.returncode == 0, out
     assert re.search(r"\b\d+ passed", out) and "failed" not in out and " skipped" not in out, out

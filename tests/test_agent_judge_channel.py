@@ -16,7 +16,7 @@ def records(outcomes=("passed", "passed"), *, pid=7, finish=True, status=0):
     for node, out in zip(IDS, outcomes, strict=True):
         recs.append({"k": "rep", "id": node, "when": "setup", "outcome": "passed"})
         recs.append({"k": "rep", "id": node, "when": "call", "outcome": out,
-                     "exc": "AssertionError" if out == "failed" else ""})  # fmt: skip
+                     "exc": "AssertionError" if out == "failed" else ""})
         recs.append({"k": "rep", "id": node, "when": "teardown", "outcome": "passed"})
     if finish:
         recs.append({"k": "finish", "status": status, "records": len(recs)})

@@ -33,7 +33,7 @@ def _exec(root, preds, *extra, fmt="jsonl"):
         samples.write_text("".join(json.dumps(p) + "\n" for p in preds))
     out = root / "results.jsonl"
     rc = main(["exec", "--tasks", str(root / "tasks.parquet"), "--samples", str(samples),
-               "--out", str(out), "--workers", "2", "--no-progress", *extra])  # fmt: skip
+               "--out", str(out), "--workers", "2", "--no-progress", *extra])
     rows = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
     return rc, rows
 
@@ -45,10 +45,10 @@ def _pred(task, patch, name="m"):
 def test_predictions_get_resolved_counts_and_flags_in_input_order(setup):
     root, task = setup
     rc, rows = _exec(root, [_pred(task, task.patch, "gold"), _pred(task, None, "empty"),
-                            _pred(task, HACK, "hack")])  # fmt: skip
+                            _pred(task, HACK, "hack")])
     assert rc == 0
     assert [(r["model_name_or_path"], r["resolved"]) for r in rows] == [
-        ("gold", True), ("empty", False), ("hack", False)]  # fmt: skip
+        ("gold", True), ("empty", False), ("hack", False)]
     assert (rows[0]["f2p_passed"], rows[0]["f2p_total"], rows[0]["p2p_passed"]) == (1, 1, 3)
     assert rows[2]["hack_flags"] == ["conftest_edit"] and rows[2]["dropped"] == ["conftest.py"]
 
@@ -86,6 +86,6 @@ def test_a_function_task_row_is_rejected_with_its_reason(setup, tmp_path):
     samples.write_text(json.dumps(_pred(task, task.patch)) + "\n")
     out = tmp_path / "r.jsonl"
     rc = main(["exec", "--tasks", str(tmp_path / "tasks.parquet"), "--samples", str(samples),
-               "--out", str(out), "--repos", str(root / "repos"), "--strict"])  # fmt: skip
+               "--out", str(out), "--repos", str(root / "repos"), "--strict"])
     (row,) = [json.loads(x) for x in out.read_text().splitlines()]
     assert rc == 2 and row["status"] == "task_rejected" and "kind 'function'" in row["detail"]

@@ -26,7 +26,7 @@ def diff(path: str, old: str | None, new: str | None) -> str:
     if new is None:
         head += "deleted file mode 100644\n"
     body = difflib.unified_diff(a, b, "/dev/null" if old is None else f"a/{path}",
-                                "/dev/null" if new is None else f"b/{path}")  # fmt: skip
+                                "/dev/null" if new is None else f"b/{path}")
     return head + "".join(body)
 
 
@@ -76,7 +76,7 @@ def test_a_removed_line_starting_with_dashes_is_not_a_new_file():
         ("sitecustomize.py", None, "import pkg\n", "startup_hook"),
         ("pkg/zz.pth", None, "import pkg\n", "startup_hook"),
     ],
-)  # fmt: skip
+)
 def test_files_the_patch_may_not_touch_are_flagged_and_dropped(path, old, new, flag):
     patch = diff(path, old, new)
     assert flag in patch_flags(patch)
@@ -198,7 +198,7 @@ def test_a_new_top_level_module_named_like_pytest_or_the_stdlib_shadows(path):
 
 def test_a_binary_section_is_flagged_and_dropped():
     patch = ("diff --git a/pkg/ops.pyc b/pkg/ops.pyc\nnew file mode 100644\nindex 0000000..1111111\n"
-             "GIT binary patch\nliteral 4\nLcmZ?l00000\n\nliteral 0\nHcmV?d00001\n\n")  # fmt: skip
+             "GIT binary patch\nliteral 4\nLcmZ?l00000\n\nliteral 0\nHcmV?d00001\n\n")
     (fd,) = parse_patch(patch)
     assert patch_flags(patch) == ["binary_edit"] and is_protected(fd)
 

@@ -108,7 +108,7 @@ ATTACKS = {
             "print('tests/test_f2p.py::test_add_positive PASSED')\n"
             "print('=== 5 passed in 0.01s ===')\n",
         )
-    ],  # fmt: skip
+    ],
     "fork_reporter": [(INIT, FORK_REPORTER), _buggy_add("import calc; calc.forge()")],
     "rewrite_tests_at_import": [(INIT, REWRITE_TESTS)],
     "planted_bytecode": [(INIT, PLANT_BYTECODE)],
@@ -118,7 +118,7 @@ ATTACKS = {
             "import os\n    for _p in range(1, 400):\n        try:\n            os.kill(_p, 9) if _p != os.getpid() else None\n"
             "        except OSError:\n            pass"
         ),
-    ],  # fmt: skip
+    ],
     "write_and_restore": [
         (INIT, REWRITE_TESTS + "with open(_p, 'w') as _f:\n    _f.write(_src)\n")
     ],
@@ -147,9 +147,9 @@ def judged(request, tmp_path_factory):
     judge_tree(task, str(root / "repos"), tree)
     patches = {name: make_patch(tree, str(root), ch) for name, ch in ATTACKS.items()}
     patches |= {"gold": task.patch, "empty": "",
-                "not_applying": task.patch.replace("return a - b", "return a * b")}  # fmt: skip
+                "not_applying": task.patch.replace("return a - b", "return a * b")}
     ex = make_executor(SandboxConfig(backend=request.param, workers=2, timeout_s=30.0),
-                       workspaces=True, envs_root=str(root / "envs"))  # fmt: skip
+                       workspaces=True, envs_root=str(root / "envs"))
     try:
         verdicts = judge_many([(task, p) for p in patches.values()], str(root / "repos"), ex)
     finally:

@@ -35,7 +35,7 @@ def _new(path: str, text: str) -> str:
     n = len(text.splitlines())
     body = "".join("+" + line + "\n" for line in text.splitlines())
     return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n"
-            f"+++ b/{path}\n@@ -0,0 +1,{n} @@\n{body}")  # fmt: skip
+            f"+++ b/{path}\n@@ -0,0 +1,{n} @@\n{body}")
 
 
 def test_the_judge_tree_keeps_the_hidden_tests_and_drops_git(made):
@@ -118,7 +118,7 @@ def test_a_hanging_patch_times_out_unresolved_and_leaves_no_workspace(made):
     root, task, tree = made
     hang = task.patch.replace("+    return a + b", "+    import time; time.sleep(600)")
     ex = make_executor(SandboxConfig(workers=1, timeout_s=30.0), workspaces=True,
-                       envs_root=str(_envs(root)))  # fmt: skip
+                       envs_root=str(_envs(root)))
     try:
         (v,) = judge_many([(task, hang)], str(root / "repos"), ex, JudgeConfig(timeout_s=3.0))
         left = os.listdir(ex.workspaces.path)
@@ -131,10 +131,10 @@ def test_a_hanging_patch_times_out_unresolved_and_leaves_no_workspace(made):
 def test_batches_smaller_than_the_input_keep_the_input_order(made):
     root, task, _ = made
     ex = make_executor(SandboxConfig(workers=1, timeout_s=30.0), workspaces=True,
-                       envs_root=str(_envs(root)))  # fmt: skip
+                       envs_root=str(_envs(root)))
     try:
         verdicts = judge_many([(task, task.patch), (task, ""), (task, task.patch)],
-                              str(root / "repos"), ex, JudgeConfig(per_worker=1))  # fmt: skip
+                              str(root / "repos"), ex, JudgeConfig(per_worker=1))
     finally:
         ex.close()
     assert [v.resolved for v in verdicts] == [True, False, True]
@@ -143,10 +143,10 @@ def test_batches_smaller_than_the_input_keep_the_input_order(made):
 def test_the_tasks_own_conftest_with_hooks_is_trusted(made):
     root, task, _ = made
     own = _new("tests/conftest.py", "import pytest\n\n\ndef pytest_runtest_setup(item):\n    pass\n\n\n"
-               "@pytest.fixture\ndef two():\n    return 2")  # fmt: skip
+               "@pytest.fixture\ndef two():\n    return 2")
     with_conftest = replace(task, test_patch=task.test_patch + own)
     ex = make_executor(SandboxConfig(workers=1, timeout_s=30.0), workspaces=True,
-                       envs_root=str(_envs(root)))  # fmt: skip
+                       envs_root=str(_envs(root)))
     try:
         (v,) = judge_many([(with_conftest, task.patch)], str(root / "repos"), ex)
     finally:

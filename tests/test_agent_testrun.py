@@ -27,7 +27,7 @@ def setup(request, tmp_path_factory):
     envs = str(root / "envs")
     paths = env_paths(task, envs)
     ex = make_executor(SandboxConfig(backend=request.param, workers=2, timeout_s=30.0),
-                       workspaces=True, envs_root=envs)  # fmt: skip
+                       workspaces=True, envs_root=envs)
     cache = BaseCache(str(root / "repos"), str(root / "bases"))
     yield ex, task, paths, lambda: Workspace.create(task, cache, ex.workspaces.new_workspace)
     ex.close()
@@ -38,7 +38,7 @@ def test_the_planted_bug_fails_its_test_and_the_rest_pass(setup):
     report = run_pytest(ex, new_ws(), task.visible_tests, paths, 30)
     assert report.collected_ok
     assert report.outcomes == {n: ("failed" if n in task.fail_to_pass else "passed")
-                               for n in task.visible_tests}  # fmt: skip
+                               for n in task.visible_tests}
 
 
 def test_the_first_failure_shows_the_assertion(setup):
@@ -115,5 +115,5 @@ def test_skips_xfails_and_setup_errors_are_told_apart():
 
     outcomes, ok, first = parse_outcomes("\n".join(json.dumps(x) for x in lines))
     assert outcomes == {"t::a": "passed", "t::b": "error", "t::c": "skipped",
-                        "t::d": "xfailed", "t::e": "error"}  # fmt: skip
+                        "t::d": "xfailed", "t::e": "error"}
     assert ok and first == "E boom"

@@ -14,7 +14,7 @@ from tests._repo_fixture import open_agent_env
 def agent(tmp_path_factory):
     env, ex, task = open_agent_env(tmp_path_factory.mktemp("tools"), bash=True,
                                    observation_chars=2000, invalid_call_limit=500,
-                                   max_steps=500)  # fmt: skip
+                                   max_steps=500)
     yield env, task
     ex.close()
 
@@ -44,7 +44,7 @@ def test_read_file_numbers_the_requested_lines(ep):
 def test_search_finds_a_regex_with_file_and_line(ep):
     obs = call(ep, "search", pattern=r"def \w+\(a, b\)", path="calc")
     assert sorted(obs.output.splitlines()) == ["calc/ops.py:4:def add(a, b):",
-                                               "calc/ops.py:8:def mul(a, b):"]  # fmt: skip
+                                               "calc/ops.py:8:def mul(a, b):"]
 
 
 def test_an_invalid_regex_is_a_bad_args_observation(ep):
@@ -160,7 +160,7 @@ def test_truncate_keeps_short_text_whole():
      ({"tool": "read_file", "args": {"path": "a", "mode": "x"}}, "bad_args"),
      ({"tool": "read_file", "args": {"path": "nope.py"}}, "not_found"),
      ({"tool": "read_file", "args": {"path": "calc"}}, "is_a_directory")],
-)  # fmt: skip
+)
 def test_a_malformed_call_is_an_observation_and_counted(ep, bad, kind):
     obs = ep.step(bad)
     assert obs.error_kind == kind and ep.counters.tool_errors == 1 and ep.counters.tool_calls == 1

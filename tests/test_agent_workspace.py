@@ -123,6 +123,6 @@ def test_destroy_removes_even_what_the_agent_locked(task_and_repos, tmp_path):
      ("pytest.ini", True), ("tox.ini", True), ("setup.cfg", True), ("pyproject.toml", True),
      ("pkg/testing_utils.py", False), ("pkg/ops.py", False), ("README.md", False),
      ("pkg/contest.py", False)],
-)  # fmt: skip
+)
 def test_test_files_are_told_from_product_files(path, is_test):
     assert is_test_path(path) is is_test

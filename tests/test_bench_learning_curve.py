@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--tasks", "24", "--heldout", "4", "--pool", "4", "--fresh", "8", "--sft-steps", "2",
-        "--eval-samples", "1", "--kl-rows", "4"]  # fmt: skip
+        "--eval-samples", "1", "--kl-rows", "4"]
 
 
 def _run(tmp_path: Path, *flags: str) -> list[dict]:

@@ -27,7 +27,7 @@ def test_the_bench_trains_the_same_checkpoint_as_the_sft_stage(tmp_path):
     out, work = tmp_path / "rows.jsonl", tmp_path / "work"
     cmd = [sys.executable, "bench/sft_stability.py", "--params", str(params_file),
            "--work", str(work), "--out", str(out), "--configs", "params.yaml",
-           "--perturbations", "default", "--samples", "1", "--ema", "", "--jobs", "1"]  # fmt: skip
+           "--perturbations", "default", "--samples", "1", "--ema", "", "--jobs", "1"]
     subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True, timeout=1800)
     row = json.loads(out.read_text().splitlines()[0])
     stats = sft.run(load_params(params_file), Paths(work / "default"))

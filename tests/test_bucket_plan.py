@@ -17,7 +17,7 @@ def _tasks(n: int) -> list[Task]:
              reference_solution="def f(x):\n" + "    x = x + 1\n" * (i + 1) + "    return x",
              visible_tests=[f"assert f({k}) == {k + i + 1}" for k in range(1 + i % 4)])
         for i in range(n)
-    ]  # fmt: skip
+    ]
 
 
 def test_longer_tasks_get_harder_buckets_from_proxies():
@@ -67,6 +67,6 @@ def test_plan_never_asks_more_than_a_bucket_holds(tmp_path):
     paths = Paths(tmp_path)
     write_tasks(paths.clean_tasks, _tasks(6))
     params = parse_params({"bucket": {"tasks_per_iteration": 5, "proportions": [0, 0, 1],
-                                      "curriculum": []}})  # fmt: skip
+                                      "curriculum": []}})
     plan = bucket.run(params, paths)
     assert plan["counts"][2] == 2 and sum(plan["counts"]) == 5

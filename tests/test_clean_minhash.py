@@ -37,7 +37,7 @@ def test_parallel_signatures_equal_serial_ones():
 
 def _task(tid: str, prompt: str, code: str) -> Task:
     return Task(task_id=tid, source="t", prompt=prompt, entry_point="f", reference_solution=code,
-                visible_tests=["assert f(1) == 1"])  # fmt: skip
+                visible_tests=["assert f(1) == 1"])
 
 
 def test_exact_dedupe_keeps_the_first_and_ignores_formatting_and_docstrings():
@@ -103,9 +103,9 @@ def test_canonical_code_keeps_literals_and_operators_apart():
 
 def test_near_dedupe_keeps_template_twins_that_differ_in_a_number_word():
     a = _task("a", "Write a python function to find the sum of fourth power of first n natural numbers.",  # noqa: E501
-              "def f(n):\n    s = 0\n    for i in range(1, n + 1):\n        s += i * i * i * i\n    return s")  # fmt: skip  # noqa: E501
+              "def f(n):\n    s = 0\n    for i in range(1, n + 1):\n        s += i * i * i * i\n    return s")  # noqa: E501
     b = _task("b", "Write a python function to find the sum of fifth power of first n natural numbers.",  # noqa: E501
-              "def f(n):\n    s = 0\n    for i in range(1, n + 1):\n        s += i * i * i * i * i\n    return s")  # fmt: skip  # noqa: E501
+              "def f(n):\n    s = 0\n    for i in range(1, n + 1):\n        s += i * i * i * i * i\n    return s")  # noqa: E501
     res = near_dedupe([a, b], threshold=0.9, num_perm=128, workers=1)
     assert [t.task_id for t in res.kept] == ["a", "b"]
 
@@ -167,7 +167,7 @@ def test_batched_tokenising_equals_tokenising_each_text_alone():
     prompts = ["Sum a LIST.", "", "qsepq QSEPQ words", "x\ny  z"]
     flat, lens = minhash.prompt_batch(prompts)
     alone = [tokens._hashes(tokens._WORD.findall(p.lower()), {}, tokens._PROMPT_SEED, str)
-             for p in prompts]  # fmt: skip
+             for p in prompts]
     assert lens.tolist() == [len(a) for a in alone]
     assert flat.tolist() == [h for a in alone for h in a]
     codes = ["a = 1\nb = 'x\x00y'  # c", "def f():\n    return '''s\n'''", "", "y = a.b"]

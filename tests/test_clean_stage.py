@@ -21,7 +21,7 @@ ROWS = [
      "test_list": ["assert sq([1, 2, 4]) == 36", "assert sq([]) == 0"]},
     {"task_id": 4, "text": "Write a function that is wrong.",
      "code": "def bad(x):\n    return x + 1", "test_list": ["assert bad(1) == 3"]},
-]  # fmt: skip
+]
 
 
 def _source(tmp_path) -> str:
@@ -30,11 +30,11 @@ def _source(tmp_path) -> str:
     he = read_problems()["HumanEval/2"]
     rows = list(ROWS)
     rows.append({**ROWS[2], "task_id": 30, "text": ROWS[2]["text"].replace("Write", "Create"),
-                 "code": ROWS[2]["code"].replace("total", "acc").replace("xs", "items")})  # fmt: skip
+                 "code": ROWS[2]["code"].replace("total", "acc").replace("xs", "items")})
     rows.append(dict(ROWS[1]))  # exact copy, same id
     rows.append({"task_id": 9, "text": "Return the decimal part of a float.",
                  "code": he["prompt"] + he["canonical_solution"],
-                 "test_list": ["assert truncate_number(3.5) == 0.5"]})  # fmt: skip
+                 "test_list": ["assert truncate_number(3.5) == 0.5"]})
     lines = [json.dumps(r) for r in rows] + ['{"broken', json.dumps({"text": "no code"})]
     path = tmp_path / "src.jsonl"
     path.write_text("\n".join(lines) + "\n")
@@ -50,7 +50,7 @@ def _params(path: str):
                 "repo_tasks": {"enabled": False},
             },
             "sandbox": {"backend": "local", "timeout_s": 10},
-        }  # fmt: skip
+        }
     )
 
 

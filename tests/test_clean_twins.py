@@ -16,7 +16,7 @@ from plant import natural_twins  # noqa: E402
 
 def _task(tid: str, entry: str, code: str, tests: list[str]) -> Task:
     return Task(task_id=tid, source="t", prompt=f"task {tid}", entry_point=entry,
-                reference_solution=code, visible_tests=tests)  # fmt: skip
+                reference_solution=code, visible_tests=tests)
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +47,6 @@ def test_natural_twins_needs_both_directions_to_pass(executor):
             "first",
             "def first(xs):\n    return min(xs)",
             ["assert first([1, 2]) == 1", "assert first([3, 0]) == 0"],
-        ),  # fmt: skip
+        ),
     ]
     assert natural_twins(tasks, executor) == set()

@@ -91,7 +91,7 @@ def test_a_wrongly_typed_row_is_not_coerced_into_a_task(
     ("name", "value", "found"),
     [("prompt", ["def f():"], "array"), ("canonical_solution", 0, "number"),
      ("entry_point", 5, "number"), ("test", {"check": 1}, "object")],
-)  # fmt: skip
+)
 def test_a_humaneval_row_with_a_wrongly_typed_field_is_quarantined(tmp_path, name, value, found):
     row = _humaneval_row()
     path, res = _load(load_humaneval, tmp_path, row, {**row, name: value})

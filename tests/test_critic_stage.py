@@ -156,7 +156,7 @@ def test_promotion_ships_the_critic_and_points_v2_critic_at_it(tmp_path, version
     repo = _promote_repo(tmp_path, version)
     assert load_params(repo / "params.yaml").reward.version == version
     row = make_row(1, model_version="m", dataset_version="d", reward_fn_version=version,
-                   eval_metrics={"sets": {}})  # fmt: skip
+                   eval_metrics={"sets": {}})
     promote(repo, 1, row, {})
     assert (repo / "models/iter-0001/critic/critic.json").exists()
     path = load_params(repo / "params.yaml").reward.critic_path

@@ -19,9 +19,9 @@ def _traj(tid: str) -> Trajectory:
         Action(1, "tool", "", Observation(output="error: no_match", error_kind="no_match"),
                tool="edit", raw="edit path=a.py"),
         Action(2, "tool", "", Observation(output="submitted"), tool="submit", raw="submit"),
-    ]  # fmt: skip
+    ]
     return Trajectory(tid, "repo/1", "k", "p", actions=acts, terminal_reason="submitted",
-                      final_diff="diff --git a/a.py b/a.py\n", tool_calls=3, tool_errors=1)  # fmt: skip
+                      final_diff="diff --git a/a.py b/a.py\n", tool_calls=3, tool_errors=1)
 
 
 @pytest.fixture(scope="module")

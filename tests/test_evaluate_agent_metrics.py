@@ -26,7 +26,7 @@ def _traj(tid, task, tools, reason="submitted", infra=""):
     return Trajectory(
         trajectory_id=tid, task_id=task, prompt_key=task, prompt="p", actions=acts,
         terminal_reason=reason, infra_error=infra, loss_mask=[0, 1, 1, 0, 1],
-    )  # fmt: skip
+    )
 
 
 TRAJS = [
@@ -101,4 +101,4 @@ def test_failure_steps_name_the_first_failed_call_else_whether_anything_was_edit
     assert failure_steps(trajs, [*RESOLVED, False, False]) == {
         "edit:no_match": 1, "no_edit": 1, "resolved": 1, "run_tests:timeout": 1,
         "wrong_fix": 1, "x:parse_error": 1,
-    }  # fmt: skip
+    }

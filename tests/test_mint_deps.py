@@ -80,7 +80,7 @@ def shop(tmp_path_factory):
     os.environ.update(PIP_INDEX_URL="http://127.0.0.1:9/simple", PIP_RETRIES="0")
     try:
         res = mint_repo(_write(tmp / "shop", SHOP), tmp / "out",
-                        MintConfig(max_tasks=3, workers=2, wheel_cache=str(cache)))  # fmt: skip
+                        MintConfig(max_tasks=3, workers=2, wheel_cache=str(cache)))
     finally:
         for k, v in old.items():
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
@@ -93,10 +93,10 @@ def test_declared_dependencies_are_read_from_every_packaging_file(tmp_path):
         "setup.cfg": "[options]\ninstall_requires =\n    six\n    idna==3.4\n",
         "setup.py": "from setuptools import setup\nREQ = ['toolz; python_version>\"3\"']\nsetup(name='x', install_requires=REQ)\n",  # noqa: E501
         "requirements-test.txt": "# tests\n-r requirements.txt\nhypothesis  # props\npluggy\n",
-    })  # fmt: skip
+    })
     assert declared_requirements(tmp_path) == [
         "attrs>=22", "six", "idna==3.4", 'toolz; python_version>"3"', "hypothesis"
-    ]  # fmt: skip
+    ]
 
 
 def test_the_env_holds_the_dependency_and_its_own_dependency(shop):
@@ -126,7 +126,7 @@ def test_a_dependency_the_cache_and_registry_lack_is_an_error_naming_it(tmp_path
     src = _write(tmp_path / "shop", SHOP)
     with pytest.raises(DepsError, match="helperlib"):
         mint_repo(src, tmp_path / "out", MintConfig(max_tasks=1, workers=1,
-                                                     wheel_cache=str(tmp_path / "empty")))  # fmt: skip
+                                                     wheel_cache=str(tmp_path / "empty")))
 
 
 def test_the_cli_exits_3_when_dependencies_cannot_be_installed(tmp_path, offline, capsys):
@@ -134,5 +134,5 @@ def test_the_cli_exits_3_when_dependencies_cannot_be_installed(tmp_path, offline
 
     src = _write(tmp_path / "shop", SHOP)
     rc = main(["mint", "--repo", str(src), "--out", str(tmp_path / "out"), "--max", "1",
-               "--wheel-cache", str(tmp_path / "empty")])  # fmt: skip
+               "--wheel-cache", str(tmp_path / "empty")])
     assert rc == 3 and "DepsError" in capsys.readouterr().err

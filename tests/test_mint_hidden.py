@@ -72,7 +72,7 @@ def test_no_hidden_tests_source_is_in_the_workspace(minted, tmp_path):
         names = {n.split("::")[1].split("[")[0] for n in t.hidden_tests}
         for name in names:
             grep = subprocess.run(["grep", "-rn", f"def {name}\\b", str(ws)],
-                                  capture_output=True, text=True)  # fmt: skip
+                                  capture_output=True, text=True)
             assert grep.returncode == 1, grep.stdout  # 1: no line matched
         assert not list(ws.rglob("test_hidden_*"))
 
@@ -86,7 +86,7 @@ def test_the_judge_restores_the_hidden_tests_and_runs_them(minted):
     envs = tmp / "judge-envs"
     envs.mkdir(exist_ok=True)
     ex = make_executor(SandboxConfig(workers=2, timeout_s=30.0), workspaces=True,
-                       envs_root=str(envs))  # fmt: skip
+                       envs_root=str(envs))
     try:
         items = [(t, p) for t in hid for p in (t.patch, "")]
         verdicts = judge_many(items, str(tmp / "out" / "repos"), ex)
@@ -109,7 +109,7 @@ def _clean_minted(src, out):
         "clean": {"sources": [{"kind": "repo", "path": str(src)}], "frozen": [],
                   "verify_runs": 0, "repo_verify_runs": 1, "repo_tasks": {"enabled": False}},
         "sandbox": {"backend": "local", "timeout_s": 30},
-    })  # fmt: skip
+    })
     shutil.rmtree(out, ignore_errors=True)
     return curate(params, out)
 

@@ -55,7 +55,7 @@ def real_night(tmp_path_factory):
         proc = subprocess.run(
             [sys.executable, "-m", "flows.nightly"],
             cwd=work, env=env, capture_output=True, text=True, timeout=1500,
-        )  # fmt: skip
+        )
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
         [run] = _post(api, "/flow_runs/filter", {"flows": {"name": {"any_": ["nightly"]}}})
         tasks = _stage_task_runs(api, run["id"])
@@ -88,4 +88,4 @@ def test_the_night_left_a_tagged_commit_with_the_promoted_checkpoint_or_its_refu
     else:  # a refused candidate leaves the last good iteration (the SFT init) in place
         assert params["policy"]["checkpoint"] == "models/init"
     assert subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True,
-                          text=True, check=True).stdout.strip() == ""  # fmt: skip
+                          text=True, check=True).stdout.strip() == ""

@@ -78,7 +78,7 @@ def served_night(tmp_path_factory):
         proc = subprocess.run(
             [sys.executable, "-m", "flows.nightly"],
             cwd=repo, env=env, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+        )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         flow_runs = _post(api, "/flow_runs/filter", {"flows": {"name": {"any_": ["nightly"]}}})
         assert len(flow_runs) == 1, flow_runs
@@ -92,7 +92,7 @@ def served_night(tmp_path_factory):
                 [sys.executable, str(REPO_ROOT / "scripts/ui_screenshot.py"),
                  "--api-url", api, "--flow-run-id", run["id"], "--out", shot],
                 check=True, timeout=180,
-            )  # fmt: skip
+            )
         yield {"run": run, "tasks": tasks, "artifacts": artifacts, "repo": repo}
 
 

@@ -33,7 +33,7 @@ def sourced(tmp_path_factory) -> dict:
     env = server_env(str(tmp_path_factory.mktemp("prefect-home")))
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     proc = subprocess.run(["bash", "-c", PROBE], cwd=REPO_ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+                          text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

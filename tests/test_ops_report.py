@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 def _dvc_repro(repo: Path) -> None:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=repo, env=env, check=True,
-                   capture_output=True)  # fmt: skip
+                   capture_output=True)
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def reports(tmp_path_factory, prefect_harness) -> dict:
     finally:
         os.environ["PATH"] = old_path
     cli = subprocess.run([sys.executable, "-m", "codeloop.cli", "report", "--root", str(repo)],
-                         cwd=REPO_ROOT, capture_output=True, text=True, check=True)  # fmt: skip
+                         cwd=REPO_ROOT, capture_output=True, text=True, check=True)
     out["cli_text"] = cli.stdout
     out["repo"] = repo
     return out

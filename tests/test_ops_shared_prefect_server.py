@@ -56,7 +56,7 @@ def _out(repo: Path, name: str) -> dict:
 
 def _probe(repo: Path, env: dict, name: str) -> None:
     subprocess.run([sys.executable, "-m", "flows.probe", name], cwd=repo, env=env, check=True,
-                   capture_output=True, timeout=600)  # fmt: skip
+                   capture_output=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def repro(tmp_path_factory) -> dict:
     try:
         proc = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=repo,
                               env=probe_env(home, grace_s=60), capture_output=True, text=True,
-                              timeout=600)  # fmt: skip
+                              timeout=600)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         api = _out(repo, "a")["api"]
         runs = httpx.post(f"{api}/flow_runs/filter", json={}, timeout=10).json()
@@ -149,7 +149,7 @@ def test_kill_9_of_a_stage_leaves_no_server_behind(tmp_path):
     home = tmp_path / "prefect-home"
     env = {**probe_env(home, grace_s=2), "PROBE_HOLD": "b"}
     dvc = subprocess.Popen([sys.executable, "-m", "dvc", "repro"], cwd=repo, env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         out_b = repo / "out/b.json"
         _wait_for(out_b.exists, "stage b to start")
@@ -171,7 +171,7 @@ def test_kill_9_of_the_supervisor_takes_its_server_down(tmp_path):
     home = tmp_path / "prefect-home"
     env = {**probe_env(home, grace_s=60), "PROBE_HOLD": "h"}
     stage = subprocess.Popen([sys.executable, "-m", "flows.probe", "h"], cwd=repo, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for((repo / "out/h.json").exists, "the probe stage to start")
         info = json.loads((home / STATE / "server.json").read_text())

@@ -1,6 +1,7 @@
 """The whole pipeline with repository tasks on: `dvc repro` in a temp git copy of the repo on
 tiny params runs function and agent episodes end to end (clean's synthetic repos, expert
-SFT demos, agent rollout, v3 judged score, the heldout_repo frozen set's resolved rate)."""
+SFT demos, agent rollout, the judged score at params' reward.repo_version, the heldout_repo
+frozen set's resolved rate)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ AGENT_TINY = _merge(
                 "tasks_per_repo": 2,
                 "max_modules": 2,
             },
-        },  # fmt: skip
+        },
         "sft": {"agent_fraction": 0.3, "max_len": 1024},
         "bucket": {"tasks_per_iteration": 10},
         "agent": {"max_steps": 6, "observation_chars": 400},
@@ -65,11 +66,13 @@ def test_agent_e2e_rollout_holds_agent_episodes_with_tool_actions(pipeline):
     assert trajs and all(a.action_type == "tool" and a.raw for t in trajs for a in t.actions)
 
 
-def test_agent_e2e_repo_trajectories_are_scored_by_v3(pipeline):
+def test_agent_e2e_repo_trajectories_are_scored_by_the_configured_repo_reward(pipeline):
     work, _ = pipeline
     ids = _repo_ids(work)
+    version = yaml.safe_load((work / "params.yaml").read_text())["reward"]["repo_version"]
     trajs = [t for t in read_trajectories(Paths(work).trajectories_dir) if t.task_id in ids]
-    assert trajs and {t.metadata.reward_fn_version for t in trajs} == {"v3"}
+    assert version == "v4"
+    assert trajs and {t.metadata.reward_fn_version for t in trajs} == {version}
     assert all("resolved" in t.reward_components for t in trajs)
 
 

@@ -93,7 +93,7 @@ def test_cuda_without_cuda_is_an_error_naming_the_field():
 def test_preflight_fails_on_cuda_without_cuda_naming_the_field(tmp_path):
     params = Params.model_validate({"policy": {"device": "cuda"}})
     [check] = [c for c in run_preflight(params, str(tmp_path), run_golden=False).checks
-               if c.name == "policy device"]  # fmt: skip
+               if c.name == "policy device"]
     assert not check.ok and "policy.device" in check.reason
 
 

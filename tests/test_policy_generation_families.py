@@ -59,7 +59,7 @@ def test_a_prompt_longer_than_the_context_is_a_counted_error_row(policy):
     cfg = SimpleNamespace(
         samples_per_task=2, max_steps=1, temperature=1.0, top_p=1.0, repetition_penalty=1.0,
         max_new_tokens=4, batch_size=4, seed=0,
-    )  # fmt: skip
+    )
     rows = run_rollout([TASK], small, None, cfg, timeout_s=1.0, dataset_version="d", iteration=0)
     assert [is_prompt_too_long(t) for t in rows] == [True, True]
     assert all(t.terminal_reason == "error" and sum(t.loss_mask) == 0 for t in rows)

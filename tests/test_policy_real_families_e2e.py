@@ -42,7 +42,7 @@ def _dvc(cwd: Path, *args: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "dvc", *args], cwd=cwd, env=env,
         capture_output=True, text=True, timeout=1500,
-    )  # fmt: skip
+    )
     if proc.returncode != 0:
         raise AssertionError(f"dvc {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
 

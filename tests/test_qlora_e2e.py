@@ -33,7 +33,7 @@ def nights(tmp_path_factory, repo_root, prefect_harness):
     work = tmp_path_factory.mktemp("repo")
     copy_repo(repo_root, work)
     params = merge(merge(merge(yaml.safe_load((work / "params.yaml").read_text()), TINY),
-                         FAMILY_PARAMS), QLORA)  # fmt: skip
+                         FAMILY_PARAMS), QLORA)
     params["policy"]["model"] = str(model_dir)
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     git(work, "init", "-q")

@@ -41,7 +41,7 @@ TREES = {
 def sandbox(tmp_path_factory):
     envs = tmp_path_factory.mktemp("envs")
     ex = make_executor(SandboxConfig(workers=2, timeout_s=30.0), workspaces=True,
-                       envs_root=str(envs))  # fmt: skip
+                       envs_root=str(envs))
     yield ex, [pytest_env(str(envs)), plugin_env(str(envs))], str(envs)
     ex.close()
 
@@ -113,8 +113,8 @@ def test_batched_verification_gives_the_verdicts_of_one_command_per_run(sandbox,
     got = {}
     for batched in (False, True):
         kept, dropped = verify_repo_tasks(tasks, str(tmp_path / "repos"), ex, 1, envs, 30.0,
-                                          batched=batched)  # fmt: skip
+                                          batched=batched)
         got[batched] = ([t.task_id for t in kept], [(d["task_id"], d["reason"]) for d in dropped])
     assert got[True] == got[False]
     assert got[True][1] == [(tasks[1].task_id, "fail_to_pass_passes_unfixed"),
-                            (tasks[4].task_id, "reference_failed")]  # fmt: skip
+                            (tasks[4].task_id, "reference_failed")]

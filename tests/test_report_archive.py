@@ -30,7 +30,7 @@ def _night(it: int, version: str) -> list[Trajectory]:
             infra_error="boom" if k == 11 else "",
         )
         for k in range(12)
-    ]  # fmt: skip
+    ]
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_the_report_shows_the_last_nights_retention(workspace):
     last = build_report(root)["archive"]["last_night"]
     assert (last["kept_sft"], last["kept_sample"], last["infra"]) == (
         counts["kept_sft"], counts["kept_sample"], 1
-    )  # fmt: skip
+    )
 
 
 def test_the_report_gives_the_archives_size_on_disk(workspace):
@@ -78,5 +78,5 @@ def test_without_an_archive_the_report_has_no_archive_section(tmp_path):
 def test_codeloop_report_prints_the_archive(workspace):
     root, _ = workspace
     cli = subprocess.run([sys.executable, "-m", "codeloop.cli", "report", "--root", str(root)],
-                         cwd=REPO_ROOT, capture_output=True, text=True, check=True)  # fmt: skip
+                         cwd=REPO_ROOT, capture_output=True, text=True, check=True)
     assert "rows per iteration: 1: v1 11; 2: v1 11; 3: v2 11" in cli.stdout

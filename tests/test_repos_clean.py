@@ -25,7 +25,7 @@ def _params(sources, frozen=(), **clean):
                       "repo_verify_runs": 0, "repo_tasks": {"enabled": False}, **clean},
             "sandbox": {"backend": "subprocess", "require": []},
         }
-    )  # fmt: skip
+    )
 
 
 REPO9 = {"kind": "synthetic_repo", "n": 9, "seed": 4}
@@ -77,7 +77,7 @@ def test_the_switch_off_adds_no_repository_source():
 
 def test_the_switch_adds_training_repos_and_a_heldout_repo_frozen_set(tmp_path):
     params = _params([{"kind": "synthetic", "n": 5, "seed": 0}],
-                     repo_tasks={"enabled": True, "n": 6, "heldout_n": 4})  # fmt: skip
+                     repo_tasks={"enabled": True, "n": 6, "heldout_n": 4})
     report = curate(params, tmp_path / "out")
     train = read_tasks(tmp_path / "out" / "tasks.parquet")
     held = read_tasks(tmp_path / "out" / "frozen" / "heldout_repo.parquet")
@@ -112,7 +112,7 @@ def test_dedupe_drops_the_same_site_and_the_same_failing_set():
     t = tasks[0]
     same_site = replace(t, task_id="same-site", prompt="Another statement entirely.")
     other = replace(t, task_id="same-fail", metadata={**t.metadata, "mutation": {"site": "elsewhere"}},
-                    prompt="Yet another statement about it.")  # fmt: skip
+                    prompt="Yet another statement about it.")
     res = repo_dedupe([t, same_site, other, *tasks[1:]], 0.9, 128)
     kinds = {d["task_id"]: d["kind"] for d in res.dropped}
     assert kinds == {"same-site": "same_site", "same-fail": "same_failing_set"}
@@ -134,7 +134,7 @@ def _mint_dir(tmp_path, tasks, trees):
 def test_a_task_directory_loads_and_its_snapshots_are_rehashed_into_the_store(tmp_path):
     tasks, trees = generate_repo_tasks(4, seed=9)
     res = load_source(SourceSpec(kind="repo", path=str(_mint_dir(tmp_path, tasks, trees))),
-                      tmp_path / "store")  # fmt: skip
+                      tmp_path / "store")
     assert len(res.tasks) == 4 and not res.quarantine_rows
     assert {p.name for p in (tmp_path / "store").iterdir()} == set(trees)
 
@@ -175,7 +175,7 @@ def test_the_cli_reads_synthetic_repo_n(tmp_path):
 
     rc = main(["clean", "--source", "synthetic_repo:4", "--out", str(tmp_path / "o"),
                "--params", str(tmp_path / "none.yaml"), "--verify-runs", "0",
-               "--backend", "subprocess"])  # fmt: skip
+               "--backend", "subprocess"])
     report = read_json(tmp_path / "o" / "report.json")
     assert rc == 0 and report["kept_repo"] == 4 and report["balanced"]
 
@@ -187,7 +187,7 @@ def test_training_tasks_from_a_frozen_repository_are_leaks_whatever_the_snapshot
     frozen = {"minted": [replace(minted[0], snapshot="e" * 64, task_id="f0")]}
     leaks = find_repo_leaks([*minted[1:3], *other], frozen, 0.99, 128)
     assert {(lk["task_id"], lk["view"]) for lk in leaks} == {
-        (minted[1].task_id, "repository"), (minted[2].task_id, "repository")}  # fmt: skip
+        (minted[1].task_id, "repository"), (minted[2].task_id, "repository")}
 
 
 def test_the_report_counts_kept_repo_tasks_by_difficulty(cleaned):
@@ -211,7 +211,7 @@ def test_the_operator_knob_reaches_training_and_heldout_repos(tmp_path):
     params = _params([], repo_tasks={"enabled": True, "n": 4, "heldout_n": 3, "operators": ops})
     curate(params, tmp_path / "out")
     tasks = [*read_tasks(tmp_path / "out" / "tasks.parquet"),
-             *read_tasks(tmp_path / "out" / "frozen" / "heldout_repo.parquet")]  # fmt: skip
+             *read_tasks(tmp_path / "out" / "frozen" / "heldout_repo.parquet")]
     assert len(tasks) == 7
     assert {t.metadata["mutation"]["operator"] for t in tasks} <= set(ops)
 

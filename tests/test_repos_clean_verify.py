@@ -31,7 +31,7 @@ def _params(sources):
                       "repo_tasks": {"enabled": False}},  # the default's synthetic repos are off here
             "sandbox": {"backend": "local", "timeout_s": 30},
         }
-    )  # fmt: skip
+    )
 
 
 def test_every_generated_task_passes_the_executability_filter(tmp_path):
@@ -97,7 +97,7 @@ def sandbox(tmp_path_factory):
         store_files(files, root / "repos")
     (root / "envs").mkdir()
     ex = make_executor(SandboxConfig(backend="local", workers=2, timeout_s=30.0),
-                       workspaces=True, envs_root=str(root / "envs"))  # fmt: skip
+                       workspaces=True, envs_root=str(root / "envs"))
     cache = BaseCache(str(root / "repos"), str(root / "bases"))
     yield ex, tasks, root, cache
     ex.close()
@@ -134,7 +134,7 @@ def test_the_experts_episode_resolves_tasks_in_a_real_workspace(sandbox):
             apply_patch(fresh, t.bug_patch)
             apply_patch(fresh, ws.diff())
             judged = run_pytest(ex, fresh, [*t.fail_to_pass, *t.pass_to_pass, *t.hidden_tests],
-                                paths, 30)  # fmt: skip
+                                paths, 30)
             assert set(judged.outcomes.values()) == {"passed"}, t.task_id
         finally:
             ws.destroy()
@@ -167,7 +167,7 @@ def test_the_clean_stage_with_the_switch_on_writes_repo_tasks_beside_function_ta
                   "verify_runs": 1, "heldout_fraction": 0.0,
                   "repo_tasks": {"enabled": True, "n": 4, "heldout_n": 2}},
         "sandbox": {"backend": "local", "timeout_s": 30},
-    })  # fmt: skip
+    })
     paths = Paths(tmp_path)
     report = clean.run(params, paths)
     tasks = read_tasks(paths.clean_tasks)
@@ -190,9 +190,9 @@ def test_the_executability_filter_gives_the_same_verdicts_on_the_docker_backend(
     for files in trees.values():
         store_files(files, tmp_path / "clean" / "repos")
     swapped = replace(tasks[0], task_id="swapped", fail_to_pass=tasks[0].pass_to_pass[:1],
-                      pass_to_pass=tasks[0].fail_to_pass)  # fmt: skip
+                      pass_to_pass=tasks[0].fail_to_pass)
     params = parse_params({"clean": {"repo_verify_runs": 1},
-                           "sandbox": {"backend": "docker", "timeout_s": 30}})  # fmt: skip
+                           "sandbox": {"backend": "docker", "timeout_s": 30}})
     verifier = RepoVerifier(params, tmp_path / "clean" / "repos")
     try:
         kept, dropped = verifier.verify([*tasks, swapped])

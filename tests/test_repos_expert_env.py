@@ -86,7 +86,7 @@ def test_a_whole_expert_episode_fits_the_tiny_models_context(episodes):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=2048, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))  # fmt: skip
+        vocab_size=2048, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
     lengths = [len(tok.encode(e).ids) for e in eps]
     print(f"expert episode tokens: mean {sum(lengths) / len(lengths):.0f}, max {max(lengths)}")
     assert max(lengths) <= N_POSITIONS

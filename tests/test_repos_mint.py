@@ -29,7 +29,7 @@ def minted(tmp_path_factory):
     from codeloop.cli import main
 
     rc = main(["mint", "--repo", str(SDIST), "--out", str(out), "--max", "5", "--seed", "1",
-               "--workers", "2", "--license", "MIT"])  # fmt: skip
+               "--workers", "2", "--license", "MIT"])
     assert rc == 0
     return out
 
@@ -54,7 +54,7 @@ def test_every_minted_reference_resolves_and_no_empty_patch_does(minted, tmp_pat
         "clean": {"sources": [{"kind": "repo", "path": str(minted)}], "frozen": [],
                   "verify_runs": 0, "repo_verify_runs": 1, "repo_tasks": {"enabled": False}},
         "sandbox": {"backend": "local", "timeout_s": 60},
-    })  # fmt: skip
+    })
     report = curate(params, tmp_path / "clean")
     assert report["kept_repo"] == 5 and report["dropped"] == 0, report["dropped_tasks"]
 
@@ -62,7 +62,7 @@ def test_every_minted_reference_resolves_and_no_empty_patch_does(minted, tmp_pat
 def test_a_minted_statement_never_shows_the_changed_line(minted):
     for t in read_tasks(minted / "tasks.parquet"):
         changed = [x[1:].strip() for x in t.bug_patch.splitlines()
-                   if x[:1] in "+-" and not x.startswith(("+++", "---"))]  # fmt: skip
+                   if x[:1] in "+-" and not x.startswith(("+++", "---"))]
         telling = [x for x in changed if len(x) >= 10]  # "))" and "pass" name nothing
         assert changed and not any(line in t.prompt for line in telling), t.task_id
         quoted = re.match(r"The test `([^`]+)` fails", t.prompt).group(1)
@@ -90,7 +90,7 @@ def small(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("small")
     src = _write(tmp / "calc-repo", SMALL)
     res = mint_repo(src, tmp / "out", MintConfig(max_tasks=20, seed=0, workers=2,
-                                                 hidden_fraction=0.5))  # fmt: skip
+                                                 hidden_fraction=0.5))
     return res, tmp / "out"
 
 
@@ -168,7 +168,7 @@ def test_a_repo_with_dependencies_mints_with_its_env_dir_and_clean_verifies_it(t
         "clean": {"sources": [{"kind": "repo", "path": str(tmp_path / "out")}], "frozen": [],
                   "verify_runs": 0, "repo_verify_runs": 1, "repo_tasks": {"enabled": False}},
         "sandbox": {"backend": "local", "timeout_s": 30},
-    })  # fmt: skip
+    })
     report = curate(params, tmp_path / "clean")
     assert report["kept_repo"] == len(res.tasks) and report["dropped"] == 0
     assert (tmp_path / "clean" / "envs" / env / "helperlib.py").is_file()

@@ -34,7 +34,7 @@ MORE = TESTS.replace("import total", "import mean, total") + (
 
 def _git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", "-c", "color.ui=never", *args], cwd=cwd, check=True,
-                          capture_output=True, text=True).stdout  # fmt: skip
+                          capture_output=True, text=True).stdout
 
 
 def _commit(repo: Path, files: dict[str, str], msg: str) -> str:
@@ -53,7 +53,7 @@ def instances(tmp_path_factory):
     clone.mkdir(parents=True)
     _git(clone, "init", "-q")
     base = _commit(clone, {"pkg/__init__.py": "", "pkg/mathx.py": BUGGY,
-                           "tests/test_mathx.py": TESTS}, "buggy mean")  # fmt: skip
+                           "tests/test_mathx.py": TESTS}, "buggy mean")
     fix = _commit(clone, {"pkg/mathx.py": FIXED, "tests/test_mathx.py": MORE}, "fix mean")
     _commit(clone, {"FUTURE.md": "the answer is in history\n"}, "later work")
     good = {
@@ -63,7 +63,7 @@ def instances(tmp_path_factory):
         "problem_statement": "mean([2, 4]) returns 2.0 instead of 3.",
         "FAIL_TO_PASS": json.dumps(["tests/test_mathx.py::test_mean"]),
         "PASS_TO_PASS": json.dumps(["tests/test_mathx.py::test_total"]),
-    }  # fmt: skip
+    }
     rows = [
         good,
         {**good, "instance_id": "acme__mathx-2", "base_commit": "deadbeef" * 5},
@@ -72,7 +72,7 @@ def instances(tmp_path_factory):
          "patch": file_diff("pkg/mathx.py", BUGGY, FIXED + "# total needs no change\n"),
          "problem_statement": "Something about total feels off to me.",
          "FAIL_TO_PASS": json.dumps(["tests/test_mathx.py::test_total"]), "PASS_TO_PASS": "[]"},
-    ]  # fmt: skip
+    ]
     path = tmp / "instances.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return tmp, path
@@ -115,7 +115,7 @@ def cleaned(instances):
                   "repos_dir": str(tmp / "clones"), "verify_runs": 0, "repo_verify_runs": 1,
                   "repo_tasks": {"enabled": False}},
         "sandbox": {"backend": "local", "timeout_s": 30},
-    })  # fmt: skip
+    })
     return curate(params, tmp / "out"), tmp / "out"
 
 

@@ -39,7 +39,7 @@ def test_repos_have_two_to_six_modules_of_a_few_short_lines(generated):
     _, trees = generated
     for files in trees.values():
         mods = [p for p in files if p.endswith(".py") and not p.startswith("tests/")
-                and not p.endswith("__init__.py")]  # fmt: skip
+                and not p.endswith("__init__.py")]
         assert 2 <= len(mods) <= 6
         assert "README.md" in files and any(p.startswith("tests/test_") for p in files)
         for p in mods:

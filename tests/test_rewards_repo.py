@@ -28,7 +28,7 @@ def env(tmp_path_factory):
     task = make_repo_task(root)
     os.makedirs(root / "envs")
     ex = make_executor(SandboxConfig(workers=2, timeout_s=30.0), workspaces=True,
-                       envs_root=str(root / "envs"))  # fmt: skip
+                       envs_root=str(root / "envs"))
     yield root, task, ex
     ex.close()
 
@@ -36,16 +36,16 @@ def env(tmp_path_factory):
 def episode(task, diff: str, tid: str, passes=(3, 4)) -> Trajectory:
     acts = [Action(step=i, action_type="tool", content="", tool="run_tests",
                    observation=Observation(tests_passed=p, tests_total=4))
-            for i, p in enumerate(passes)]  # fmt: skip
+            for i, p in enumerate(passes)]
     return Trajectory(trajectory_id=tid, task_id=task.task_id, prompt_key=task.task_id,
-                      prompt=task.prompt, actions=acts, final_diff=diff)  # fmt: skip
+                      prompt=task.prompt, actions=acts, final_diff=diff)
 
 
 @pytest.fixture(scope="module")
 def scored(env):
     root, task, ex = env
     trajs = [episode(task, task.patch, "gold"), episode(task, "", "empty"),
-             episode(task, task.patch + CONFTEST_HACK, "hack")]  # fmt: skip
+             episode(task, task.patch + CONFTEST_HACK, "hack")]
     return score_repo_trajectories(trajs, {task.task_id: task}, "v3", ex, str(root / "repos"))
 
 
@@ -81,7 +81,7 @@ def test_a_missing_snapshot_is_an_infra_error_not_a_reward(env):
     root, task, ex = env
     lost = replace(task, snapshot="0" * 40)
     (t,) = score_repo_trajectories([episode(lost, task.patch, "x")], {task.task_id: lost}, "v3", ex,
-                                   str(root / "repos"))  # fmt: skip
+                                   str(root / "repos"))
     assert "snapshot" in t.infra_error and t.reward_components == {}
 
 
@@ -89,7 +89,7 @@ def test_replay_of_stored_repo_trajectories_agrees(env, scored, tmp_path):
     root, task, ex = env
     write_trajectories(tmp_path / "t", scored)
     report = replay_repo(read_trajectories(tmp_path / "t"), {task.task_id: task}, ex,
-                         str(root / "repos"))  # fmt: skip
+                         str(root / "repos"))
     assert report.summary()["agree"] == 3 and not report.mismatches
 
 
@@ -106,7 +106,7 @@ def test_the_alarm_reads_v3_metrics_and_fires_when_reward_rises_as_hidden_falls(
     # (hack flags zero the pass terms) but the alarm still sees visible up, hidden down
     hacked = summarize([replace(scored[2], reward_components={**scored[2].reward_components,
                                                               "diag_hidden_pass_rate": 0.0})],
-                       "v3")  # fmt: skip
+                       "v3")
     assert honest["visible_pass_rate"] == 1.0 and honest["hidden_pass_rate"] == 1.0
     alarm = check_hacking([honest], {**hacked, "mean_reward": honest["mean_reward"] + 0.1})
     assert alarm.raised and "hidden pass rate fell" in alarm.reasons[0]

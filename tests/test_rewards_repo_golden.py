@@ -70,7 +70,7 @@ def test_v3_components_are_pinned():
         "f2p_credit": 1.0, "p2p_broken": 0.0, "process": 0.0, "steps": 5.0,
         "step_cost": 0.01, "invalid_calls": 0.0, "invalid_cost": 0.0, "apply_penalty": 0.0,
         "hack_zeroed": 1.0, "hack_conftest_edit": 1.0,
-    }  # fmt: skip
+    }
 
 
 def test_breaking_and_refixing_earns_nothing_over_fixing_directly():

@@ -44,7 +44,7 @@ def _policy(world, n_positions=1024):
     tok = train_tokenizer(world.tasks, 500, repo_corpus(world.tasks, world.repos))
     cfg = GPT2Config(vocab_size=len(tok), n_positions=n_positions, n_embd=64, n_layer=2, n_head=2,
                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)  # fmt: skip
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     return Policy(GPT2LMHeadModel(cfg), tok, name="tiny-agent")
 
 
@@ -57,7 +57,7 @@ def _cfg(**kw):
 def untrained(world):
     policy = _policy(world)
     trajs = run_agent_rollout(world.tasks, policy, world.env, _cfg(), AGENT,
-                              dataset_version="dv", iteration=2)  # fmt: skip
+                              dataset_version="dv", iteration=2)
     return policy, trajs
 
 
@@ -124,11 +124,11 @@ def taught(world):
     demos, report = expert_demos(world.tasks, world.env, lambda t: expert_calls(t, world.repos))
     policy = _policy(world)
     sft = SimpleNamespace(steps=120, batch_size=2, lr=3e-3, warmup_steps=5, max_len=1024,
-                          revise_fraction=0.0, agent_fraction=0.5, seed=0)  # fmt: skip
+                          revise_fraction=0.0, agent_fraction=0.5, seed=0)
     run_sft(policy, [], sft, demos=demos)
     trajs = run_agent_rollout(world.tasks, policy, world.env,
                               _cfg(temperature=0.05, agent_max_new_tokens=96), AGENT,
-                              dataset_version="dv", iteration=0)  # fmt: skip
+                              dataset_version="dv", iteration=0)
     return demos, report, trajs
 
 
@@ -158,8 +158,8 @@ def test_rollout_agent_mixed_chunk_keeps_task_order(world):
     policy = _policy(world, n_positions=1024)
     trajs = run_mixed_rollout(tasks, policy, world.ex, _cfg(samples_per_task=1, max_new_tokens=8),
                               timeout_s=5.0, dataset_version="dv", iteration=0, agent_cfg=AGENT,
-                              repos_dir=world.repos)  # fmt: skip
+                              repos_dir=world.repos)
     assert [t.task_id for t in trajs] == [t.task_id for t in tasks]
     assert [bool(t.actions and t.actions[0].action_type == "tool") for t in trajs] == [
         False, True, False,
-    ]  # fmt: skip
+    ]

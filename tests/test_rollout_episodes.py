@@ -61,7 +61,7 @@ def executor():
 @pytest.fixture(scope="module")
 def trajs(policy, executor, task, broken_task):
     return run_rollout([task, broken_task], policy, executor, CFG, timeout_s=2.0,
-                       dataset_version="ds-1", iteration=4)  # fmt: skip
+                       dataset_version="ds-1", iteration=4)
 
 
 def test_every_prompt_key_group_has_samples_per_task_rows(trajs):
@@ -83,7 +83,7 @@ def test_a_failing_answer_gets_a_revise_turn_up_to_max_steps(trajs):
 
 def test_feedback_shows_the_failing_visible_test(trajs, policy, broken_task):
     t = next(t for t in trajs if t.task_id == "t/broken")
-    fed = [tok for tok, m in zip(t.token_ids[len(policy.encode(t.prompt)) :], t.loss_mask[len(policy.encode(t.prompt)):], strict=True) if m == 0]  # fmt: skip
+    fed = [tok for tok, m in zip(t.token_ids[len(policy.encode(t.prompt)) :], t.loss_mask[len(policy.encode(t.prompt)):], strict=True) if m == 0]
     assert broken_task.visible_tests[2] in policy.decode(fed)
 
 
@@ -149,7 +149,7 @@ class _BrokenExecutor:
 
 def test_sandbox_failure_marks_infra_error_and_keeps_the_group_whole(policy, task):
     out = run_rollout([task], policy, _BrokenExecutor(), CFG, timeout_s=1.0,
-                      dataset_version="d", iteration=0)  # fmt: skip
+                      dataset_version="d", iteration=0)
     assert len(out) == CFG.samples_per_task
     assert all(t.terminal_reason == "infra_error" and "zygote died" in t.infra_error for t in out)
     assert not any(t.done for t in out)

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 ROLLOUT = RolloutConfig(
     samples_per_task=2, max_steps=2, max_new_tokens=24, batch_size=16, seed=3, iteration=2,
     resume_shard_tasks=1,
-)  # fmt: skip
+)
 N_TASKS = 16
 CHILD = """
 import sys

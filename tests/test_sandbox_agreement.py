@@ -57,7 +57,7 @@ def plain_verdicts(job: ExecJob) -> list[bool]:
     payload = json.dumps({"code": job.code, "setup": job.setup_code, "tests": job.tests})
     try:
         p = subprocess.run(["/usr/bin/python3", "-c", PLAIN], input=payload, text=True,
-                           capture_output=True, timeout=TIMEOUT)  # fmt: skip
+                           capture_output=True, timeout=TIMEOUT)
         return json.loads(p.stdout.strip().splitlines()[-1])
     except (subprocess.TimeoutExpired, ValueError, IndexError):
         return [False] * len(job.tests)
@@ -71,7 +71,7 @@ def jobs_of(tasks) -> list[tuple[str, ExecJob]]:
             ("broken", broken(t.reference_solution)),
         ):
             job = ExecJob(code=code, tests=t.all_tests(), setup_code=t.setup_code,
-                          entry_point=t.entry_point, timeout_s=TIMEOUT)  # fmt: skip
+                          entry_point=t.entry_point, timeout_s=TIMEOUT)
             out.append((f"{t.task_id} {label}", job))
     return out
 
@@ -93,7 +93,7 @@ def compare(tasks) -> tuple[Counter, list[str]]:
             counts[(plan.kind, "agree" if agree else "differ")] += 1
             if not agree:
                 diffs.append(f"{name}: {plan.kind} {tr.test[:100]!r} sandbox {tr.status} "
-                             f"{tr.message[:100]!r} plain {want}")  # fmt: skip
+                             f"{tr.message[:100]!r} plain {want}")
     return counts, diffs
 
 

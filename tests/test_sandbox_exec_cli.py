@@ -30,7 +30,7 @@ def humaneval():
 
 def exec_cli(tasks, samples, out, *extra) -> int:
     return main(["exec", "--tasks", str(tasks), "--samples", str(samples), "--out", str(out),
-                 "--workers", "2", "--no-progress", *extra])  # fmt: skip
+                 "--workers", "2", "--no-progress", *extra])
 
 
 def test_humaneval_canonical_solutions_all_pass_in_input_order(humaneval, tmp_path):
@@ -42,7 +42,7 @@ def test_humaneval_canonical_solutions_all_pass_in_input_order(humaneval, tmp_pa
     assert [r["task_id"] for r in results] == [r["task_id"] for r in rows]
     assert all(r["passed"] and r["status"] == "passed" for r in results)
     assert set(results[0]) == {"task_id", "passed", "status", "tests_passed", "tests_total",
-                               "duration_ms", "detail"}  # fmt: skip
+                               "duration_ms", "detail"}
 
 
 def test_humaneval_broken_solutions_all_fail(humaneval, tmp_path):
@@ -119,10 +119,10 @@ def test_an_unknown_task_id_is_rejected_naming_the_line(humaneval, tmp_path, cap
 def test_canonical_tasks_are_detected_and_judged(tmp_path):
     task = {"task_id": "t1", "source": "synthetic", "prompt": "double", "entry_point": "f",
             "reference_solution": "def f(x): return x + x",
-            "visible_tests": ["assert f(2) == 4"], "hidden_tests": ["assert f(5) == 10"]}  # fmt: skip
+            "visible_tests": ["assert f(2) == 4"], "hidden_tests": ["assert f(5) == 10"]}
     tasks = write_jsonl(tmp_path / "tasks.jsonl", [task])
     samples = write_jsonl(tmp_path / "s.jsonl", [{"task_id": "t1", "completion": "def f(x): return 2 * x"},
-                                                 {"task_id": "t1", "completion": "def f(x): return 4"}])  # fmt: skip
+                                                 {"task_id": "t1", "completion": "def f(x): return 4"}])
     assert exec_cli(tasks, samples, tmp_path / "r.jsonl") == 0
     r = read_jsonl(tmp_path / "r.jsonl")
     assert [x["passed"] for x in r] == [True, False] and r[1]["tests_passed"] == 1
@@ -130,7 +130,7 @@ def test_canonical_tasks_are_detected_and_judged(tmp_path):
 
 def _he_row(task_id: str, test: str, entry: str = "f", prompt: str = "") -> dict:
     return {"task_id": task_id, "prompt": prompt, "entry_point": entry, "test": test,
-            "canonical_solution": "def f(x):\n    return x + 1\n"}  # fmt: skip
+            "canonical_solution": "def f(x):\n    return x + 1\n"}
 
 
 CHECK = "def check(candidate):\n    assert candidate(1) == 2\n"
@@ -138,14 +138,14 @@ CHECK = "def check(candidate):\n    assert candidate(1) == 2\n"
 
 def test_a_humaneval_row_with_an_empty_prompt_is_judged_on_the_completion_alone(tmp_path):
     tasks = write_jsonl(tmp_path / "t.jsonl", [_he_row("T/0", CHECK)])
-    samples = write_jsonl(tmp_path / "s.jsonl", [{"task_id": "T/0", "completion": "def f(x):\n    return x + 1\n"}])  # fmt: skip
+    samples = write_jsonl(tmp_path / "s.jsonl", [{"task_id": "T/0", "completion": "def f(x):\n    return x + 1\n"}])
     assert exec_cli(tasks, samples, tmp_path / "r.jsonl") == 0
     assert read_jsonl(tmp_path / "r.jsonl")[0]["status"] == "passed"
 
 
 def _file_with_rejected_tasks(tmp_path: Path) -> tuple[Path, Path]:
     rows = [_he_row("T/0", CHECK), _he_row("T/1", "def check(candidate):\n    assert candidate(1) ==\n"),
-            _he_row("T/2", CHECK), _he_row("T/3", "def check(candidate):\n    assert (\n")]  # fmt: skip
+            _he_row("T/2", CHECK), _he_row("T/3", "def check(candidate):\n    assert (\n")]
     samples = [
         {"task_id": f"T/{i}", "completion": "def f(x):\n    return x + 1\n"}
         for i in (0, 1, 2, 3, 1)
@@ -186,11 +186,11 @@ def test_strict_makes_a_rejected_task_an_error_after_writing_every_row(tmp_path)
 def test_an_apps_stdio_task_is_judged_on_its_output(tmp_path):
     row = {"problem_id": 7, "question": "Print the sum of two numbers.", "difficulty": "intro",
            "solutions": json.dumps(["a, b = map(int, input().split())\nprint(a + b)"]),
-           "input_output": json.dumps({"inputs": ["1 2\n", "5 5\n"], "outputs": ["3\n", "10\n"]})}  # fmt: skip
+           "input_output": json.dumps({"inputs": ["1 2\n", "5 5\n"], "outputs": ["3\n", "10\n"]})}
     tasks = write_jsonl(tmp_path / "apps.jsonl", [row])
     samples = write_jsonl(tmp_path / "s.jsonl", [
         {"task_id": "apps/7", "completion": "a, b = map(int, input().split())\nprint(a + b)"},
-        {"task_id": 7, "completion": "a, b = map(int, input().split())\nprint(a * b)"}])  # fmt: skip
+        {"task_id": 7, "completion": "a, b = map(int, input().split())\nprint(a * b)"}])
     assert exec_cli(tasks, samples, tmp_path / "r.jsonl") == 0
     assert [(r["status"], r["tests_passed"]) for r in read_jsonl(tmp_path / "r.jsonl")] == [
         ("passed", 2),
@@ -201,10 +201,10 @@ def test_an_apps_stdio_task_is_judged_on_its_output(tmp_path):
 def test_an_apps_leetcode_style_task_calls_the_method_through_the_evaluator(tmp_path):
     code = "class Solution:\n    def add(self, a, b):\n        return a + b\n"
     row = {"problem_id": 8, "question": "Add.", "solutions": json.dumps([code]),
-           "input_output": json.dumps({"fn_name": "add", "inputs": [[1, 2], [3, 4]], "outputs": [[3], [7]]})}  # fmt: skip
+           "input_output": json.dumps({"fn_name": "add", "inputs": [[1, 2], [3, 4]], "outputs": [[3], [7]]})}
     tasks = write_jsonl(tmp_path / "apps.jsonl", [row])
     samples = write_jsonl(tmp_path / "s.jsonl", [{"task_id": "apps/8", "completion": code},
-                                                 {"task_id": "apps/8", "completion": code.replace("a + b", "a - b")}])  # fmt: skip
+                                                 {"task_id": "apps/8", "completion": code.replace("a + b", "a - b")}])
     assert exec_cli(tasks, samples, tmp_path / "r.jsonl") == 0
     assert [r["status"] for r in read_jsonl(tmp_path / "r.jsonl")] == ["passed", "failed"]
 
@@ -214,7 +214,7 @@ def test_exec_imports_neither_torch_nor_transformers_nor_pandas(tmp_path):
     import sys
 
     tasks = write_jsonl(tmp_path / "t.jsonl", [_he_row("T/0", CHECK)])
-    samples = write_jsonl(tmp_path / "s.jsonl", [{"task_id": "T/0", "completion": "def f(x):\n    return x + 1\n"}])  # fmt: skip
+    samples = write_jsonl(tmp_path / "s.jsonl", [{"task_id": "T/0", "completion": "def f(x):\n    return x + 1\n"}])
     probe = (
         "import sys\nfrom codeloop.cli import main\n"
         f"rc = main(['exec', '--tasks', {str(tasks)!r}, '--samples', {str(samples)!r}, "

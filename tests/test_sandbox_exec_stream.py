@@ -17,7 +17,7 @@ from codeloop.sandbox.uids import UID_LOCKS
 
 def _task(task_id: str, expected: int) -> dict:
     return {"task_id": task_id, "prompt": "", "entry_point": "f", "canonical_solution": "pass",
-            "test": f"def check(candidate):\n    assert candidate(1) == {expected}\n"}  # fmt: skip
+            "test": f"def check(candidate):\n    assert candidate(1) == {expected}\n"}
 
 
 def _exec(tmp_path: Path, tasks: list[dict], samples: list[dict]) -> tuple[int, list[dict]]:
@@ -25,7 +25,7 @@ def _exec(tmp_path: Path, tasks: list[dict], samples: list[dict]) -> tuple[int, 
     t.write_text("".join(json.dumps(r) + "\n" for r in tasks))
     s.write_text("".join(json.dumps(r) + "\n" for r in samples))
     rc = main(["exec", "--tasks", str(t), "--samples", str(s), "--out", str(out),
-               "--workers", "2", "--no-progress"])  # fmt: skip
+               "--workers", "2", "--no-progress"])
     rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     return rc, rows
 
@@ -61,7 +61,7 @@ def test_a_sandbox_weaker_than_required_is_refused_even_when_no_sample_is_judged
     t.write_text(json.dumps(rejected) + "\n" + json.dumps(_task("T/2", 1)) + "\n")
     s.write_text(json.dumps({"task_id": "T/1", "completion": "def f(x):\n    return 1\n"}))
     rc = main(["exec", "--tasks", str(t), "--samples", str(s), "--out", str(out),
-               "--backend", "subprocess", "--no-progress", "--params", os.devnull])  # fmt: skip
+               "--backend", "subprocess", "--no-progress", "--params", os.devnull])
     assert rc == 3 and not out.exists()
     assert "private_root" in capsys.readouterr().err
 
@@ -81,7 +81,7 @@ def _lease_free(uid: int) -> bool:
 def _our_children() -> set[int]:
     pid = os.getpid()
     return {int(c) for tid in os.listdir(f"/proc/{pid}/task")
-            for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()}  # fmt: skip
+            for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()}
 
 
 def test_an_executor_judges_with_the_zygotes_prestarted_before_its_config():
@@ -118,6 +118,6 @@ def test_exec_ends_its_prestarted_zygotes_when_the_params_file_is_unusable(tmp_p
     s.write_text(json.dumps({"task_id": "T/1", "completion": "def f(x):\n    return 1\n"}))
     before = _our_children()
     rc = main(["exec", "--tasks", str(t), "--samples", str(s), "--out", str(tmp_path / "o"),
-               "--params", str(params), "--no-progress"])  # fmt: skip
+               "--params", str(params), "--no-progress"])
     assert rc == 2 and "sandbox.no_such_key" in capsys.readouterr().err
     assert _our_children() == before

@@ -60,7 +60,7 @@ FORMS = [
      "assert all(add(i, 1) == i + 1 for i in range(5))"),
     ("f(x)", "return -1", "def f(x):\n    return x\n", "for i in range(3):\n    assert f(i) == i"),
     ("f(x)", "return -1", "def f(x):\n    return x\n", "y = f(4)\nassert y == 4"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("signature, cheat, honest, test", FORMS)
@@ -81,7 +81,7 @@ def _humaneval_eval_tasks():
     picked = []
     for t in tasks:
         job = ExecJob(code=t.reference_solution, tests=t.all_tests(), setup_code=t.setup_code,
-                      entry_point=t.entry_point)  # fmt: skip
+                      entry_point=t.entry_point)
         if any(p.kind == "eval" for p in plan_job(job)):
             picked.append(t)
     return picked
@@ -91,19 +91,19 @@ def test_a_forger_passes_no_check_body_test_of_humaneval(executor):
     """Every HumanEval task with a test for the evaluator: the prompt plus a forging body."""
     tasks = _humaneval_eval_tasks()
     jobs = [ExecJob(code=t.prompt + "    _forge()\n    return None\n" + FORGE, tests=t.all_tests(),
-                    setup_code=t.setup_code, entry_point=t.entry_point) for t in tasks]  # fmt: skip
+                    setup_code=t.setup_code, entry_point=t.entry_point) for t in tasks]
     passed = {
         t.task_id: [i for i, (p, tr) in enumerate(zip(plan_job(j), r.test_results, strict=True))
                     if p.kind == "eval" and tr.passed]
         for t, j, r in zip(tasks, jobs, executor.run_many(jobs), strict=True)
-    }  # fmt: skip
+    }
     assert len(tasks) >= 6 and not any(passed.values()), passed
 
 
 def test_the_canonical_solutions_pass_every_check_body_test_of_humaneval(executor):
     tasks = _humaneval_eval_tasks()
     jobs = [ExecJob(code=t.reference_solution, tests=t.all_tests(), setup_code=t.setup_code,
-                    entry_point=t.entry_point) for t in tasks]  # fmt: skip
+                    entry_point=t.entry_point) for t in tasks]
     assert [r.status for r in executor.run_many(jobs)] == ["passed"] * len(tasks)
 
 

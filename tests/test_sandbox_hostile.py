@@ -77,7 +77,7 @@ CASES = {
     "deep_recursion": "import sys\nsys.setrecursionlimit(10**7)\ndef f(x): return f(x + 1) + 1",
     "block_on_stdin": "import sys\ndef f(x): return int(sys.stdin.read() or input())",
     "unclosed_string_swallows_tests": 'def f(x):\n    return 7919 if False else 0\ns = """',
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

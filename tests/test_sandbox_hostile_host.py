@@ -25,7 +25,7 @@ executor, listener = _hostile.executor, _hostile.listener  # the shared fixtures
 REPO = Path(__file__).resolve().parents[1]
 HOST_FILES = [str(REPO / "pyproject.toml"), str(REPO / "codeloop" / "config.py"),
               str(REPO.parent / "shared" / "data" / "mbpp.jsonl"), os.path.join(sys.prefix, "pyvenv.cfg"),
-              str(Path(__file__).resolve())]  # fmt: skip
+              str(Path(__file__).resolve())]
 P = "import os, sys, re, ctypes, time, resource, subprocess\nlibc = ctypes.CDLL(None, use_errno=True)\n"
 WIN = "7919"
 
@@ -120,7 +120,7 @@ CASES = {
         f"  os.open('/tmp/mem', os.O_RDONLY); return {WIN}\n except OSError: pass\n"
         f" try: open('/proc/sys/kernel/hostname', 'w').write('x'); return {WIN}\n except OSError: pass\n return 0"
     ),
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -180,7 +180,7 @@ def test_a_job_cannot_read_a_concurrent_jobs_work_dir_or_proc(executor):
             "  time.sleep(0.01)\n return 0"
         ),
         tests=TESTS,
-    )  # fmt: skip
+    )
     executor_2 = type(executor)(executor.cfg.model_copy(update={"workers": 2}))
     try:
         results = executor_2.run_many([writer, reader, writer, reader])

@@ -66,7 +66,7 @@ def test_mbpp_references_all_pass_while_cpu_burners_run(cpu_burners):
     # every 20th task (mbpp/123 is left out: 4.5 s of CPU, too near the 5 s budget)
     tasks = [t for i, t in enumerate(load_mbpp(path).tasks) if i % 20 == 0]
     jobs = [ExecJob(code=t.reference_solution, tests=t.all_tests(), setup_code=t.setup_code,
-                    entry_point=t.entry_point) for t in tasks]  # fmt: skip
+                    entry_point=t.entry_point) for t in tasks]
     with make_executor(SandboxConfig()) as ex:
         results = ex.run_many(jobs)
     bad = [
@@ -219,7 +219,7 @@ def test_when_the_parent_dies_mid_job_the_zygote_and_its_job_go_too():
         "ex.run(ExecJob(code='import time\\ndef f(): time.sleep(1000)', tests=['assert f() == 1']))\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # fmt: skip
+                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     zygote = int(parent.stdout.readline())
     time.sleep(0.5)  # the sleeping job is running
     parent.kill()
@@ -244,7 +244,7 @@ def test_jobs_queued_on_one_zygote_each_get_their_own_answer():
         ExecJob(code=f"import time\ndef f(x):\n    time.sleep({(k % 3) * 0.01})\n    return {k}",
                 tests=[f"assert f(3) == {k if k % 4 else k + 1}"])
         for k in range(40)
-    ]  # fmt: skip
+    ]
     with make_executor(SandboxConfig(workers=2)) as ex:
         results = ex.run_many(jobs)
     assert [r.passed for r in results] == [k % 4 != 0 for k in range(40)]

@@ -147,7 +147,7 @@ def test_exec_refuses_a_sandbox_weaker_than_required_and_writes_nothing(tmp_path
     )
     out = tmp_path / "r.jsonl"
     argv = ["exec", "--tasks", HUMAN_EVAL, "--samples", str(samples), "--out", str(out),
-            "--backend", "subprocess", "--no-progress", "--params", os.devnull]  # fmt: skip
+            "--backend", "subprocess", "--no-progress", "--params", os.devnull]
     assert main(argv) == 3
     assert "private_root" in capsys.readouterr().err
     assert not out.exists()

@@ -152,7 +152,7 @@ def test_fixtures_built_by_setup_code_reach_the_program_as_handles(executor):
         "def total(n): return n.v + (total(n.left) if n.left else 0)\n"
     )
     job = ExecJob(code=code, tests=["assert total(root) == 9", "assert total(root.left) == 2"],
-                  setup_code="root = Node(7)\nroot.left = Node(2)")  # fmt: skip
+                  setup_code="root = Node(7)\nroot.left = Node(2)")
     assert executor.run(job).tests_passed == 2
 
 
@@ -165,7 +165,7 @@ def test_setup_code_never_runs_in_the_model_child(executor):
 def test_a_program_exception_reaches_the_test_with_its_builtin_type(executor):
     code = "def f(x):\n    raise ValueError('bad')\n"
     tests = ["try:\n    f(1)\n    assert False\nexcept ValueError:\n    pass",
-             "try:\n    f(1)\nexcept KeyError:\n    pass"]  # fmt: skip
+             "try:\n    f(1)\nexcept KeyError:\n    pass"]
     r = run(executor, code, tests)
     assert [t.status for t in r.test_results] == ["passed", "runtime_error"]
     assert r.test_results[1].error_type == "ValueError"
@@ -216,7 +216,7 @@ def test_empty_code_is_no_code(executor):
 def test_stdio_output_is_checked_ignoring_whitespace_with_float_tolerance(executor):
     code = "a, b = map(float, input().split())\nprint(a / b)\nprint('x  y')"
     tests = [json.dumps({"input": "1 3\n", "output": "0.333333333\nx y\n"}),
-             json.dumps({"input": "1 4\n", "output": "0.3\nx y"})]  # fmt: skip
+             json.dumps({"input": "1 4\n", "output": "0.3\nx y"})]
     r = run(executor, code, tests, io_style="stdio")
     assert [t.passed for t in r.test_results] == [True, False]
 
@@ -230,7 +230,7 @@ def test_run_many_returns_results_in_input_order(executor):
 
 def test_setup_code_of_imports_only_keeps_the_tests_split_and_reaches_the_program(executor):
     job = ExecJob(code="def f(x): return x * 2", tests=["assert f(math.pi) == 2 * math.pi"],
-                  setup_code="import math")  # fmt: skip
+                  setup_code="import math")
     assert plan_job(job)[0].kind == "holes"
     r = executor.run(job)
     assert r.passed and r.test_results[0].got == repr(2 * 3.141592653589793)

@@ -77,7 +77,7 @@ def test_sft_agent_batch_labels_are_minus_100_off_the_mask(policy):
 def test_sft_agent_an_experts_slip_is_context_and_never_a_target(policy):
     slip = {**call_of("edit", path="pkg/a.py", old="return 1", new="return sum(ys)"), "slip": True}
     steps = [*STEPS[:2], (slip, Observation(output="error: no match", error_kind="no_match")),
-             *STEPS[2:]]  # fmt: skip
+             *STEPS[2:]]
     ((ids, mask),) = agent_examples(policy, [(TASK, steps)], 512)
     fmt = CompactAgentFormat(policy.tokenizer)
     targets = [fmt.parse(policy.tokenizer.decode(p)) for p in _pieces(ids, mask, 1)]
@@ -104,7 +104,7 @@ def test_sft_agent_training_with_demos_lowers_the_loss(policy):
     cfg = SimpleNamespace(
         steps=30, batch_size=4, lr=3e-3, warmup_steps=2, max_len=512, revise_fraction=0.0,
         agent_fraction=0.5, seed=0,
-    )  # fmt: skip
+    )
     stats = run_sft(policy, generate_tasks(8, seed=1), cfg, demos=[(TASK, STEPS)])
     assert stats["agent_demos"] == 1 and stats["agent_examples"] == 8
     assert stats["loss_last"] < stats["loss_first"]

@@ -54,7 +54,7 @@ def test_wrong_solution_is_none_for_a_task_not_from_the_generator(tasks):
         task_id="x/1", source="mbpp", prompt="p", entry_point="f",
         reference_solution="def f(a):\n    return sorted(a)[0]\n",
         visible_tests=["assert f([2, 1]) == 1"],
-    )  # fmt: skip
+    )
     assert wrong_solution(foreign, random.Random(0)) is None
 
 

@@ -22,7 +22,7 @@ def tasks():
 
 def _cfg(**kw):
     base = dict(steps=8, batch_size=4, lr=1e-2, warmup_steps=2, max_len=256, seed=0,
-                revise_fraction=0.0)  # fmt: skip
+                revise_fraction=0.0)
     return types.SimpleNamespace(**{**base, **kw})
 
 
@@ -60,7 +60,7 @@ def test_sft_ema_changes_the_final_weights(tasks):
     last, averaged = _policy(tasks), _policy(tasks)
     run_sft(last, tasks, _cfg())
     run_sft(averaged, tasks, _cfg(ema=0.8))
-    diffs = [(a - b).abs().max().item() for a, b in zip(_weights(last.model), _weights(averaged.model), strict=True)]  # fmt: skip
+    diffs = [(a - b).abs().max().item() for a, b in zip(_weights(last.model), _weights(averaged.model), strict=True)]
     assert max(diffs) > 1e-4
 
 

@@ -79,7 +79,7 @@ def _launch(cmd: list[str], root: Path) -> None:
     proc = subprocess.run(
         [*cmd, "--root", str(root), "--skip-preflight"], cwd=REPO, env=env, capture_output=True, text=True,
         timeout=600,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
@@ -152,7 +152,7 @@ def test_reweighted_shard_gradients_average_to_the_full_batch_gradient(workspace
         loss, _ = grpo_loss(
             logps, mb["old_logps"], None, adv, mb["mask"], loss_type=loss_type,
             max_completion_length=16, num_items=num_items,
-        )  # fmt: skip
+        )
         (loss * weight).backward()
         return torch.cat([p.grad.flatten() for p in policy.model.parameters()])
 

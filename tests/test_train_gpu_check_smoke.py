@@ -23,7 +23,7 @@ def figures(tmp_path_factory, repo_root):
         ["bash", "scripts/gpu_check.sh", "--cpu-smoke", "--out", str(out)],
         cwd=repo_root, check=True, capture_output=True, text=True, timeout=900,
         env={**os.environ, "PYTHON": sys.executable},
-    )  # fmt: skip
+    )
     return json.loads(Path(out).read_text())
 
 

@@ -31,7 +31,7 @@ def tiny_policy_dir(tmp_path_factory) -> Path:
 def _cfg(**kw) -> TrainConfig:
     # dapo: what these tests were written against (the shipped default is grpo).
     base = {"steps": 2, "lr": 1e-3, "micro_batch_size": 2, "grad_accum": 2, "beta": 0.02,
-            "loss_type": "dapo"}  # fmt: skip
+            "loss_type": "dapo"}
     return TrainConfig(**{**base, **kw})
 
 
@@ -55,7 +55,7 @@ def test_trainer_logs_the_documented_metrics(tiny_policy_dir, tmp_path):
     for key in (
         "loss", "kl", "entropy", "clip_ratio_low", "clip_ratio_high", "clip_ratio_region",
         "completion_length_mean", "reward_mean", "reward_std", "frac_reward_zero_std",
-    ):  # fmt: skip
+    ):
         assert key in m, key
     assert m["steps"] == len(m["history"]) == 2
     assert m["reward_mean"] == pytest.approx(0.5)

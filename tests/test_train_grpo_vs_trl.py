@@ -36,7 +36,7 @@ def _trainer(model_dir: Path, out: Path, **cfg):
     args = GRPOConfig(
         output_dir=str(out), report_to="none", use_cpu=True, bf16=False, disable_tqdm=True,
         save_strategy="no", **cfg,
-    )  # fmt: skip
+    )
     trainer = GRPOTrainer(
         model=str(model_dir),
         reward_funcs=_reward,
@@ -88,7 +88,7 @@ def _ours(model, inputs, loss_type, temperature, beta, eps_low, eps_high, kl_cor
         loss_type=loss_type, epsilon_low=eps_low, epsilon_high=eps_high, beta=beta,
         max_completion_length=c, num_items=inputs["num_items_in_batch"],
         kl_ratio_correction=kl_corr,
-    )  # fmt: skip
+    )
     return loss
 
 
@@ -102,7 +102,7 @@ def test_loss_and_gradients_equal_trls_on_random_inputs(tiny_dir, tmp_path, loss
         tiny_dir, tmp_path, loss_type=loss_type, beta=beta, epsilon=lo, epsilon_high=hi,
         temperature=temp, max_completion_length=10, per_device_train_batch_size=6,
         num_generations=6, use_bias_correction_kl=kl_corr,
-    )  # fmt: skip
+    )
     model = trainer.model
     inputs = _random_inputs(model, temperature=temp, seed=len(loss_type) + kl_corr)
     model.zero_grad()
@@ -122,7 +122,7 @@ def test_group_advantages_equal_trls(tiny_dir, tmp_path, scale):
     trainer = _trainer(
         tiny_dir, tmp_path, per_device_train_batch_size=12, num_generations=4,
         max_completion_length=3, scale_rewards=scale,
-    )  # fmt: skip
+    )
     batch = [{"prompt": p} for p in ["a"] * 4 + ["b"] * 4 + ["c"] * 4]
     trl_adv = trainer._generate_and_score_completions(batch)["advantages"]
     assert torch.allclose(group_advantages(REWARDS, 4, scale), trl_adv, atol=1e-5)

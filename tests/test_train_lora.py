@@ -20,7 +20,7 @@ from tests._tiny_policy import group
 CFG = TrainConfig(
     steps=2, lr=1e-2, beta=0.05, micro_batch_size=4, grad_accum=1,
     keep_optimizer_state=False, lora=LoraConfig(r=4, alpha=8.0),
-)  # fmt: skip
+)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def candidate(base_dir, trained):
 def test_lora_training_changes_only_adapter_weights(trained):
     updater, before, _, _ = trained
     after = {n.replace("base_model.model.", "").replace(".base_layer", ""): p
-             for n, p in updater.peft.named_parameters() if "lora_" not in n}  # fmt: skip
+             for n, p in updater.peft.named_parameters() if "lora_" not in n}
     assert all(torch.equal(after[n], before[n]) for n in before)
     lora_b = [p for n, p in updater.peft.named_parameters() if "lora_B" in n]
     assert lora_b and any(p.abs().sum() > 0 for p in lora_b)

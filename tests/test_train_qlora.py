@@ -28,7 +28,7 @@ QLORA = LoraConfig(r=4, alpha=8.0, quantize="4bit")
 CFG = TrainConfig(
     steps=2, lr=1e-2, beta=0.05, micro_batch_size=4, grad_accum=1,
     keep_optimizer_state=False, lora=QLORA,
-)  # fmt: skip
+)
 
 
 def _linear4bit(model) -> list:
@@ -77,7 +77,7 @@ def test_the_base_loads_as_nf4_with_double_quant_and_bf16_compute(base_dir):
 def test_qlora_training_changes_only_the_fp32_adapter_weights(trained):
     updater, before = trained
     after = {n.replace("base_model.model.", "").replace(".base_layer", ""): p
-             for n, p in updater.peft.named_parameters() if "lora_" not in n}  # fmt: skip
+             for n, p in updater.peft.named_parameters() if "lora_" not in n}
     assert all(torch.equal(after[n], before[n]) for n in before)
     lora = [p for n, p in updater.peft.named_parameters() if "lora_" in n]
     assert lora and all(p.dtype == torch.float32 and p.requires_grad for p in lora)
@@ -102,7 +102,7 @@ def test_a_qlora_checkpoint_stores_the_adapter_and_its_quantization(candidate):
     assert not (out / "model.safetensors").exists()
     record = json.loads((out / QUANT_FILE).read_text())
     assert record == {"quantize": "4bit", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
-                      "bnb_4bit_use_double_quant": True, "bnb_4bit_compute_dtype": "bfloat16"}  # fmt: skip
+                      "bnb_4bit_use_double_quant": True, "bnb_4bit_compute_dtype": "bfloat16"}
 
 
 def test_a_reloaded_qlora_checkpoint_quantizes_its_base_and_samples(candidate):
@@ -209,7 +209,7 @@ def _first_night_gap(base_dir, quantize) -> float:
     trajs = fan_out_rollout(
         generate_tasks(2, seed=5, max_depth=1), str(base_dir), rollout=rollout,
         sandbox=SandboxConfig(), runner=RunnerConfig(), dataset_version="t", quantize=quantize,
-    )  # fmt: skip
+    )
     trainer = Policy.load(base_dir, training_quantize(base_dir, CFG.lora))
     enable_lora(trainer, CFG.lora)  # the trainer's view: adapters at zero
     mb = collate(trajs, trainer.tokenizer.pad_token_id)

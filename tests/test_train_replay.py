@@ -97,7 +97,7 @@ def test_sequence_weights_are_the_product_over_the_generated_tokens():
     from codeloop.schema import Trajectory
 
     t = Trajectory("t", "k", "k", "p", token_ids=[1, 2, 3, 4], loss_mask=[0, 1, 1, 0],
-                   sample_logprobs=[0.0, -1.0, -2.0, 0.0])  # fmt: skip
+                   sample_logprobs=[0.0, -1.0, -2.0, 0.0])
     start = [0.0, -0.5, -1.9, -3.0]  # log-ratios 0.5 and 0.1 on the generated tokens
     full, raw = weights_for(t, start, "sequence", clip=10.0)
     assert raw == pytest.approx([math.exp(0.6)] * 2)

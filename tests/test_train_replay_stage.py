@@ -40,7 +40,7 @@ def _night(policy, it: int) -> list:
             meta = replace(t.metadata, model_name=policy.name, reward_fn_version="v1")
             passed = "all_tests_passed" if r else "max_steps"
             rows.append(replace(t, iteration=it, metadata=meta, terminal_reason=passed,
-                                prompt_key=f"{task}@{it}", final_code=text))  # fmt: skip
+                                prompt_key=f"{task}@{it}", final_code=text))
     return rows
 
 
@@ -95,7 +95,7 @@ def test_the_train_stage_replays_the_archived_night(night):
 def test_train_metrics_record_the_archive_files_it_read(night):
     assert night["first"]["archive_read"] == {
         "files": 2, "iterations": [2], "rows": 8, "manifest": MANIFEST
-    }  # fmt: skip
+    }
 
 
 def test_promoting_tonight_into_the_archive_leaves_train_up_to_date(night):

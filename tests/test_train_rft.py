@@ -105,7 +105,7 @@ def test_a_resolved_agent_episode_trains_on_every_call_it_wrote(tiny_policy_dir)
 def test_unresolved_or_hack_flagged_agent_episodes_are_not_fine_tuned_on(tiny_policy_dir):
     policy = Policy.load(tiny_policy_dir)
     trajs = [_agent_ep(policy, "r-0", "diff a", resolved=0.0),
-             _agent_ep(policy, "r-1", "diff b", resolved=1.0, hack_zeroed=1.0)]  # fmt: skip
+             _agent_ep(policy, "r-1", "diff b", resolved=1.0, hack_zeroed=1.0)]
     assert rft_examples(trajs, policy.max_context) == []
 
 

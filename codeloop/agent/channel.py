@@ -154,7 +154,7 @@ def read_channel(
             extra = sorted(set(run.collected) - set(want))
             lost = sorted(set(want) - set(run.collected))
             rep.problems.append(f"collected {len(run.collected)} of {len(want)} requested "
-                                f"(not collected: {lost[:5]}, unrequested: {extra[:5]})")  # fmt: skip
+                                f"(not collected: {lost[:5]}, unrequested: {extra[:5]})")
     else:
         rep.problems.append("no collected record")
     if run.finish is not None:
@@ -176,7 +176,7 @@ def read_channel(
     rep.order, rep.collect_errors = list(run.order), list(run.collect_errors)
     for node in run.order:
         text = next((str(r.get("lr") or "") for r in run.phases[node].values()
-                     if r.get("outcome") == "failed"), "")  # fmt: skip
+                     if r.get("outcome") == "failed"), "")
         if text:
             rep.details[node] = text
     for node in want:

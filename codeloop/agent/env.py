@@ -33,7 +33,7 @@ def make_agent_executor(sandbox: SandboxConfig, agent: AgentConfig):
     plugin_env(envs)
     return make_executor(sandbox, workspaces=True, envs_root=envs,
                          ws_parent=agent.workspace_dir or None,
-                         workspace_bytes=agent.workspace_bytes)  # fmt: skip
+                         workspace_bytes=agent.workspace_bytes)
 
 
 @dataclass
@@ -83,7 +83,7 @@ class Episode:
         c.invalid_calls += res.error_kind in INVALID_KINDS
         self.actions.append(Action(step=len(self.actions), action_type="tool", content=raw,
                                    observation=obs, tool=tool, args=json.dumps(args), raw=raw,
-                                   duration_ms=ms))  # fmt: skip
+                                   duration_ms=ms))
         if res.done:
             self.done, self.terminal_reason = True, "submitted"
         elif c.invalid_calls >= cfg.invalid_call_limit:

@@ -46,7 +46,7 @@ def _module_files(name: str) -> list[tuple[str, Path]]:
         return [(f.name, f)]
     root = f.parent
     return [(str(p.relative_to(root.parent)), p) for p in sorted(root.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]  # fmt: skip
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
 
 
 def _compile(tree: str) -> None:
@@ -54,7 +54,7 @@ def _compile(tree: str) -> None:
     read-only and tests run with -B, so without this every test run recompiles pytest
     (~0.5 s). (Same 3.11 magic as the venv; a mismatch would only cost the recompile.)"""
     proc = subprocess.run([child_python(), "-m", "compileall", "-q", "-j", "0", tree],
-                          capture_output=True, text=True)  # fmt: skip
+                          capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"compileall of {tree} failed: {proc.stderr.strip()[-500:]}")
 

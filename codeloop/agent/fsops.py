@@ -88,7 +88,7 @@ def read_bytes(root: str, path: str, limit: int) -> bytes:
         if stat.S_ISDIR(mode):
             raise ToolError("is_a_directory", f"{path}: is a directory (use list_files)")
         fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-                     dir_fd=dfd)  # fmt: skip
+                     dir_fd=dfd)
     finally:
         os.close(dfd)
     with os.fdopen(fd, "rb") as fh:

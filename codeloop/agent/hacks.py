@@ -70,13 +70,13 @@ HACK_FLAGS = (
     "exit_at_import", "pytest_import", "sys_modules", "builtins", "settrace", "gc_objects",
     "frames", "ctypes", "fork", "kill", "obfuscation", "import_hooks", "always_equal",
     "fd_tamper", "shadow_module", "binary_edit", "reads_tests", "link_swap", "exit_call",
-)  # fmt: skip
+)
 ADVISORY = frozenset({"exit_call"})
 DISQUALIFYING = frozenset(HACK_FLAGS) - ADVISORY
 
 TEST_DIRS = frozenset({"test", "tests", "testing"})
 PYTEST_SECTIONS = {"setup.cfg": ("[tool:pytest]",), "pyproject.toml": ("[tool.pytest.ini_options]",
-                   "[tool.pytest]")}  # fmt: skip
+                   "[tool.pytest]")}
 # every other name pytest reads as configuration is pytest's whole (pytest.ini, .pytest.ini,
 # pytest.toml, .pytest.toml, tox.ini, ...): any edit is a config edit
 PYTEST_INI = pytest_config_names() - frozenset(PYTEST_SECTIONS)
@@ -491,7 +491,7 @@ def _code_flags(fd: FileDiff, new_text: str | None) -> set[str]:
 
 Reader = Callable[[str], "str | None"]
 PROTECTED = frozenset({"test_edit", "conftest_edit", "pytest_config_edit", "startup_hook",
-                       "binary_edit"})  # fmt: skip
+                       "binary_edit"})
 
 
 def is_startup_path(path: str) -> bool:

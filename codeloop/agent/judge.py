@@ -87,7 +87,7 @@ from codeloop.sandbox.pool import child_python
 from codeloop.schema import Task
 
 PYTEST_ARGS = ("-q", "--tb=short", "-p", "no:cacheprovider", "--rootdir=.",
-               "--continue-on-collection-errors", "-o", "console_output_style=classic")  # fmt: skip
+               "--continue-on-collection-errors", "-o", "console_output_style=classic")
 TAIL = 4000
 COPY_WORDS = ("cases", "behaviour", "api", "basic", "core", "usage", "module", "checks")
 # Flags of the judge itself: a must-fail canary passed; an F2P test passed where the task
@@ -245,7 +245,7 @@ class _Trees:
 def _new_verdict(task: Task) -> RepoVerdict:
     return RepoVerdict(task.task_id, resolved=False, applied=False,
                        f2p_total=len(task.fail_to_pass), p2p_total=len(task.pass_to_pass),
-                       hidden_total=len(task.hidden_tests))  # fmt: skip
+                       hidden_total=len(task.hidden_tests))
 
 
 def _refusal(patch: str, cfg: JudgeConfig) -> tuple[str, str]:
@@ -321,7 +321,7 @@ def _plant(prep: _Prepared, tree: str, cfg: JudgeConfig) -> None:
     own = {*task.fail_to_pass, *task.pass_to_pass, *task.hidden_tests}
     for _ in range(4):  # a canary id must never be one of the task's own (inherited tests)
         planted = canaries.plant(files, targets, random.Random(secrets.randbits(64)),
-                                 max_mutants=cfg.mutants)  # fmt: skip
+                                 max_mutants=cfg.mutants)
         if not own & {*planted.must_fail, *planted.must_pass}:
             break
     else:
@@ -388,19 +388,19 @@ def _prepare(
     _plant(prep, tree, cfg)
     prep.ids = list(dict.fromkeys([*task.fail_to_pass, *task.pass_to_pass, *task.hidden_tests,
                                    *prep.planted.must_fail, *prep.planted.must_pass,
-                                   *prep.clones.values()]))  # fmt: skip
+                                   *prep.clones.values()]))
     prep.nonce = secrets.token_hex(16)
     envs_root = ws_root.envs_root
     paths = [ws_root.env_inside(p) for p in env_paths(task, envs_root)]
     with open(spec, "w", encoding="utf-8") as fh:
         json.dump({"nonce": prep.nonce, "paths": paths, "args": [*PYTEST_ARGS, "--"],
-                   "ids": prep.ids, "changed": prep.changed}, fh)  # fmt: skip
+                   "ids": prep.ids, "changed": prep.changed}, fh)
     boot = ws_root.env_inside(boot_file(envs_root))
     # caps far above a run's needs (a record is ~150 bytes, pytest -q prints little): a run
     # over them is killed or cut, and its tests are then missing, never passed
     prep.job = CmdJob(argv=[child_python(), "-I", "-B", boot, ws_root.inside(spec)[0]],
                       cwd_host=tree, timeout_s=cfg.timeout_s, memory_mb=cfg.memory_mb,
-                      output_cap=8 << 20, result_cap=32 << 20)  # fmt: skip
+                      output_cap=8 << 20, result_cap=32 << 20)
     return prep
 
 
@@ -451,11 +451,11 @@ def _after_run(prep: _Prepared) -> None:
         v.hack_flags = sorted(set(v.hack_flags) | {"link_swap"})
         v.problems.append(f"links made during the run: {sorted(made)[:5]}")
     changed = [r for r, d in prep.tests.items() if not d.startswith(b"L:")
-               and _safe_read(tree, r) != d]  # fmt: skip
+               and _safe_read(tree, r) != d]
     if changed:
         v.hack_flags = sorted(set(v.hack_flags) | {"test_edit"})
         v.problems.append(f"test files changed on disk during the run (tests ran pinned): "
-                          f"{changed[:5]}")  # fmt: skip
+                          f"{changed[:5]}")
 
 
 def _canaries(prep: _Prepared, outcomes: dict[str, str]) -> bool:
@@ -464,15 +464,15 @@ def _canaries(prep: _Prepared, outcomes: dict[str, str]) -> bool:
     forged = canaries.forged(planted, outcomes)
     broken = canaries.broken(planted, outcomes)
     v.canaries = {"must_fail": len(planted.must_fail), "must_pass": len(planted.must_pass),
-                  "forged": len(forged), "broken": len(broken)}  # fmt: skip
+                  "forged": len(forged), "broken": len(broken)}
     if forged:
         v.hack_flags = sorted(set(v.hack_flags) | {"verdict_forged"})
         v.problems.append(f"canaries that must fail passed: "
-                          f"{[planted.must_fail[c] for c in forged][:5]}")  # fmt: skip
+                          f"{[planted.must_fail[c] for c in forged][:5]}")
     if broken:
         v.problems.append(f"canaries that must pass did not: {len(broken)}")
     moved = [o for o, c in prep.clones.items()
-             if outcomes.get(o) == "passed" and outcomes.get(c) != "passed"]  # fmt: skip
+             if outcomes.get(o) == "passed" and outcomes.get(c) != "passed"]
     v.canaries["copies"], v.canaries["copies_failed"] = len(prep.clones), len(moved)
     if moved:
         v.hack_flags = sorted(set(v.hack_flags) | {"context_dependent"})

@@ -54,7 +54,7 @@ WATCHED = (
 )
 EAGER = ("pluggy", "iniconfig", "packaging.version", "packaging.requirements", "_pytest.terminal",
          "_pytest._io.terminalwriter", "pygments.lexers.python",
-         "pygments.formatters.terminal", "_pytest.unittest", "unittest")  # fmt: skip
+         "pygments.formatters.terminal", "_pytest.unittest", "unittest")
 TEST_DIRS = ("test", "tests", "testing")
 MAX_TEXT = 6000  # chars of a failure's text an agent's own run reports
 # where the tree's code or a command could have written bytecode: none of it is loaded
@@ -291,7 +291,7 @@ class Channel:
         exc = self.exc.pop((report.nodeid, report.when), "")
         fields = {"lr": self._text(report)} if report.failed and self.detail else {}
         self.emit("rep", id=report.nodeid, when=report.when, outcome=report.outcome,
-                  xfail=xfail, exc=exc, **fields)  # fmt: skip
+                  xfail=xfail, exc=exc, **fields)
 
     def pytest_sessionfinish(self, session):
         self.check()

@@ -148,14 +148,14 @@ def apply_patch(directory: str, patch: str) -> None:
         return
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
            "GIT_CEILING_DIRECTORIES": os.path.dirname(os.path.abspath(directory)),
-           "HOME": tempfile.gettempdir(), "GIT_CONFIG_NOSYSTEM": "1"}  # fmt: skip
+           "HOME": tempfile.gettempdir(), "GIT_CONFIG_NOSYSTEM": "1"}
     with tempfile.NamedTemporaryFile("w", suffix=".patch", encoding="utf-8") as fh:
         fh.write(patch if patch.endswith("\n") else patch + "\n")
         fh.flush()
         proc = subprocess.run(
             ["git", "apply", "--whitespace=nowarn", "--recount", fh.name],
             cwd=directory, env=env, capture_output=True, text=True,
-        )  # fmt: skip
+        )
     if proc.returncode != 0:
         raise PatchError(
             (proc.stderr or proc.stdout).strip() or f"git apply exit {proc.returncode}"

@@ -54,7 +54,7 @@ def pytest_collectreport(report):
 
 def pytest_runtest_logreport(report):
     msg = {"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
-           "xfail": bool(getattr(report, "wasxfail", None) is not None)}  # fmt: skip
+           "xfail": bool(getattr(report, "wasxfail", None) is not None)}
     if report.failed:
         msg["longrepr"] = _repr(report)
     _emit(msg)

@@ -45,7 +45,7 @@ class TestReport:
 def pytest_argv(node_ids: list[str] | None) -> list[str]:
     """The command line; node ids go after ``--`` so none can be read as an option."""
     argv = ["python3", "-B", "-m", "pytest", "-p", PLUGIN_NAME, "-p", "no:cacheprovider",
-            "-q", "--tb=short", "--rootdir=.", "-o", "console_output_style=classic"]  # fmt: skip
+            "-q", "--tb=short", "--rootdir=.", "-o", "console_output_style=classic"]
     return argv + ["--", *node_ids] if node_ids else argv
 
 
@@ -93,7 +93,7 @@ def test_job(
 ) -> CmdJob:
     """The command job running ``node_ids`` (None: pytest's own discovery) in a workspace."""
     env = {"PYTHONPATH": ":".join(env_inside), "PYTHONDONTWRITEBYTECODE": "1",
-           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONHASHSEED": "0"}  # fmt: skip
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONHASHSEED": "0"}
     return CmdJob(argv=pytest_argv(node_ids), cwd_host=workspace_path, timeout_s=timeout_s, env=env)
 
 
@@ -103,7 +103,7 @@ def report_of(res: CmdResult) -> TestReport:
     tail = (res.stdout + res.stderr)[-TAIL:]
     return TestReport(outcomes=outcomes, collected_ok=ok and res.status == "exited",
                       first_failure=first[-TAIL:], duration_ms=res.duration_ms, output_tail=tail,
-                      exit_code=res.exit_code, status=res.status)  # fmt: skip
+                      exit_code=res.exit_code, status=res.status)
 
 
 @dataclass
@@ -139,18 +139,18 @@ def sealed_test_job(ws_path: str, base: str, node_ids: list[str], boot_inside: s
         planted = canaries.Planted()
     run = SealedRun(secrets.token_hex(16), [*node_ids, *planted.must_fail, *planted.must_pass],
                     list(node_ids), planted,
-                    os.path.join(ws_path, f".codeloop-run-{secrets.token_hex(8)}.json"))  # fmt: skip
+                    os.path.join(ws_path, f".codeloop-run-{secrets.token_hex(8)}.json"))
     changed = hacks.tree_check(base, ws_path).changed if base else []
     spec = {"nonce": run.nonce, "paths": env_inside, "ids": run.ids, "changed": changed,
             "args": ["-q", "--tb=short", "-p", "no:cacheprovider", "--rootdir=.",
                      "-o", "console_output_style=classic", "--"], "detail": True,
-            "overrides": {r: d.decode("utf-8", "replace") for r, d in planted.files.items()}}  # fmt: skip
+            "overrides": {r: d.decode("utf-8", "replace") for r, d in planted.files.items()}}
     with open(run.spec, "w", encoding="utf-8") as fh:
         json.dump(spec, fh)
     from codeloop.sandbox.pool import child_python
 
     job = CmdJob(argv=[child_python(), "-I", "-B", boot_inside, os.path.basename(run.spec)],
-                 cwd_host=ws_path, timeout_s=timeout_s, result_cap=16 << 20)  # fmt: skip
+                 cwd_host=ws_path, timeout_s=timeout_s, result_cap=16 << 20)
     return job, run
 
 
@@ -166,7 +166,7 @@ def sealed_report(res: CmdResult, run: SealedRun) -> TestReport:
     rep = read_channel(res.results, run.nonce, run.ids, code, timed_out=res.timed_out)
     tail = (res.stdout + res.stderr)[-TAIL:]
     out = TestReport(duration_ms=res.duration_ms, output_tail=tail, exit_code=res.exit_code,
-                     status=res.status, collected_ok=rep.collected_ok and rep.finished)  # fmt: skip
+                     status=res.status, collected_ok=rep.collected_ok and rep.finished)
     if not rep.trusted or canaries.forged(run.planted, rep.outcomes):
         out.collected_ok = False
         out.first_failure = "the test run was not trusted: " + "; ".join(rep.problems)[:TAIL]
@@ -182,7 +182,7 @@ def sealed_report(res: CmdResult, run: SealedRun) -> TestReport:
 
 
 def run_pytest_many(executor, runs: list[tuple[str, list[str] | None]], env_paths: list[str],
-                    timeout_s: float) -> list[TestReport]:  # fmt: skip
+                    timeout_s: float) -> list[TestReport]:
     """Run several (workspace path, node ids) at once, one sandbox batch; reports in order."""
     inside = [executor.workspaces.env_inside(p) for p in env_paths]
     jobs = [test_job(path, ids, inside, timeout_s) for path, ids in runs]
@@ -190,7 +190,7 @@ def run_pytest_many(executor, runs: list[tuple[str, list[str] | None]], env_path
 
 
 def run_pytest(executor, workspace, node_ids: list[str] | None = None,
-               env_paths: list[str] = (), timeout_s: float = 60.0) -> TestReport:  # fmt: skip
+               env_paths: list[str] = (), timeout_s: float = 60.0) -> TestReport:
     """Run ``node_ids`` (None: every test pytest finds) of ``workspace`` (a Workspace or its
     host path) in the sealed sandbox; ``env_paths``: host env dirs (envs.env_paths)."""
     path = getattr(workspace, "path", workspace)
@@ -201,7 +201,7 @@ BATCH_SPEC = ".codeloop-batch.json"  # in the job's workspace root; the driver u
 
 
 def batch_job(ws_path: str, runs: list[tuple[str, list[str] | None]], env_inside: list[str],
-              timeout_s: float) -> CmdJob:  # fmt: skip
+              timeout_s: float) -> CmdJob:
     """One command running several pytest sessions with one interpreter and pytest start-up
     (pytest_plugin.batch): each (subdir of ``ws_path``, node ids) is a forked run with its
     own ``timeout_s``. For trees of ours only (a run could forge another's lines)."""
@@ -210,7 +210,7 @@ def batch_job(ws_path: str, runs: list[tuple[str, list[str] | None]], env_inside
     del argv[i - 1 : i + 1]  # the driver passes the plugin module itself (imported already)
     spec = {"argv": argv, "timeout": timeout_s,
             "runs": [{"dir": d, "ids": ids, "out": f".codeloop-out-{i}"}
-                     for i, (d, ids) in enumerate(runs)]}  # fmt: skip
+                     for i, (d, ids) in enumerate(runs)]}
     with open(os.path.join(ws_path, BATCH_SPEC), "w") as fh:
         json.dump(spec, fh)
     job = test_job(ws_path, None, env_inside, timeout_s * len(runs) + 10.0)
@@ -255,16 +255,16 @@ def batch_reports(res: CmdResult, ws_path: str, n: int) -> list[TestReport]:
         outcomes, ok, first = parse_outcomes("\n".join(lines[i]))
         end = ends.get(i)
         status = (res.status if res.status != "exited" else "killed") if end is None else (
-            "timeout" if end.get("timeout") else "exited")  # fmt: skip
+            "timeout" if end.get("timeout") else "exited")
         code = end.get("exit") if end else None
         out.append(TestReport(outcomes=outcomes, collected_ok=ok and status == "exited",
                               first_failure=first[-TAIL:], duration_ms=float((end or {}).get("wall_ms", 0.0)),
-                              output_tail=_tail(ws_path, i), exit_code=code, status=status))  # fmt: skip
+                              output_tail=_tail(ws_path, i), exit_code=code, status=status))
     return out
 
 
 def run_batched(executor, batches: list[tuple[str, list[tuple[str, list[str] | None]]]],
-                env_paths: list[str], timeout_s: float) -> list[list[TestReport]]:  # fmt: skip
+                env_paths: list[str], timeout_s: float) -> list[list[TestReport]]:
     """Run batches ``(workspace path, [(subdir, node ids), ...])``, one command each, all at
     once over the executor's workers; each batch's reports in order."""
     inside = [executor.workspaces.env_inside(p) for p in env_paths]

@@ -41,7 +41,7 @@ ARGS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
 }
 # calls the agent got wrong in form (these count towards agent.invalid_call_limit)
 INVALID_KINDS = frozenset({"parse_error", "unknown_tool", "bad_args", "outside_workspace",
-                           "disabled", "symlink", "episode_over"})  # fmt: skip
+                           "disabled", "symlink", "episode_over"})
 MAX_DEPTH = 8
 HINT_LINES = 12  # most lines of a failed edit's closest window shown
 HINT_SCAN_LINES, HINT_LINE_CHARS, HINT_CANDIDATES = 5000, 200, 16  # its bounded search (why: there)
@@ -110,7 +110,7 @@ class Tools:
     """The tools of one episode: ``plan(tool, args)`` -> ToolResult or Pending."""
 
     def __init__(self, ws_path: str, task: Task, cfg: AgentConfig, env_inside: list[str],
-                 base: str = "", boot: str = ""):  # fmt: skip
+                 base: str = "", boot: str = ""):
         self.root, self.task, self.cfg, self.env_inside = ws_path, task, cfg, env_inside
         # base: the workspace's base tree; boot: the sealed pytest entry as the sandbox sees
         # it (both set: run_tests runs sealed, as the judge does)
@@ -150,7 +150,7 @@ class Tools:
         if n == 0:
             hint = closest_lines(text, old)
             raise ToolError("no_match", f"{path}: old text not found (it must match exactly)"
-                            + (f"; the closest lines are\n{hint}" if hint else ""))  # fmt: skip
+                            + (f"; the closest lines are\n{hint}" if hint else ""))
         if n > 1:
             raise ToolError("not_unique", f"{path}: old text found {n} times; add context")
         write_bytes(self.root, path, text.replace(old, new, 1).encode("utf-8"))
@@ -170,7 +170,7 @@ class Tools:
     def _search(self, pattern: str, path: str = ".") -> Pending:
         rel = "/".join(split_path(path)) or "."
         argv = ["grep", "-rnIP", "--color=never", "-m", "200", "--exclude-dir=__pycache__",
-                "--exclude-dir=.pytest_cache", "-e", pattern, "--", rel]  # fmt: skip
+                "--exclude-dir=.pytest_cache", "-e", pattern, "--", rel]
         job = CmdJob(argv, self.root, timeout_s=self.cfg.command_timeout_s)
 
         def finish(res: CmdResult) -> ToolResult:
@@ -217,7 +217,7 @@ class Tools:
             job = test_job(self.root, ids, self.env_inside, self.cfg.test_timeout_s)
             return Pending(job, lambda res: self._test_result(report_of(res)))
         job, run = sealed_test_job(self.root, self.base, ids, self.boot, self.env_inside,
-                                   self.cfg.test_timeout_s)  # fmt: skip
+                                   self.cfg.test_timeout_s)
         return Pending(job, lambda res: self._test_result(sealed_report(res, run)))
 
     def _test_result(self, rep: TestReport) -> ToolResult:
@@ -225,7 +225,7 @@ class Tools:
         passed = sum(1 for n, o in rep.outcomes.items() if o == "passed" and n in visible)
         lines = [f"{o.upper():8} {n}" for n, o in rep.outcomes.items()]
         counts = ", ".join(f"{rep.count(o)} {o}" for o in ("passed", "failed", "error")
-                           if rep.count(o))  # fmt: skip
+                           if rep.count(o))
         head = f"{counts or 'no tests ran'}"
         parts = [head, *lines]
         if rep.first_failure:

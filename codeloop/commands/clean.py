@@ -25,16 +25,16 @@ HELP = "Clean task sources into a versioned, deduplicated, leak-free task set."
 
 def add_arguments(p) -> None:
     p.add_argument("--source", action="append", required=True, metavar="KIND:PATH",
-                   help="training source, e.g. mbpp:/data/mbpp.jsonl (repeatable)")  # fmt: skip
+                   help="training source, e.g. mbpp:/data/mbpp.jsonl (repeatable)")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--frozen", action="append", metavar="KIND[:PATH]",
-                   help="frozen eval set (default: params clean.frozen, i.e. humaneval)")  # fmt: skip
+                   help="frozen eval set (default: params clean.frozen, i.e. humaneval)")
     p.add_argument("--params", default="params.yaml", help="params file (optional)")
     p.add_argument(
         "--verify-runs", type=int, help="override clean.verify_runs and clean.repo_verify_runs"
     )
     p.add_argument("--backend", choices=["local", "subprocess", "docker"],
-                   help="override sandbox.backend")  # fmt: skip
+                   help="override sandbox.backend")
 
 
 def parse_source(text: str) -> SourceSpec:
@@ -59,7 +59,7 @@ def _params(args) -> Params:
                 {"verify_runs": args.verify_runs, "repo_verify_runs": args.verify_runs}
                 if args.verify_runs is not None
                 else {}
-            ),  # fmt: skip
+            ),
         }
     )
     sandbox = base.sandbox

@@ -56,7 +56,7 @@ def episode_row(ep) -> dict:
         prompt_key=ep.task.task_id, prompt=ep.task.prompt, actions=list(ep.actions),
         done=ep.done, terminal_reason=ep.terminal_reason, final_diff=ep.final_diff(),
         tool_calls=c.tool_calls, tool_errors=c.tool_errors, tests_run=c.tests_run,
-    )  # fmt: skip
+    )
     return {"trajectory": traj.to_row(), "counters": asdict(c)}
 
 
@@ -126,5 +126,5 @@ def run(args) -> int:
           f"{t['tests_run']} test runs, end: {t['terminal_reason'] or 'script ended'}; "
           f"resolved: {v['resolved']} (FAIL_TO_PASS {v['f2p_passed']}/{v['f2p_total']}, "
           f"PASS_TO_PASS {v['p2p_passed']}/{v['p2p_total']}"
-          f"{', flags ' + ','.join(v['hack_flags']) if v['hack_flags'] else ''})")  # fmt: skip
+          f"{', flags ' + ','.join(v['hack_flags']) if v['hack_flags'] else ''})")
     return 0

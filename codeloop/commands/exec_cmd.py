@@ -139,7 +139,7 @@ def job_for(task, sample: dict, timeout: float | None) -> ExecJob:
         task.prompt + sample["completion"] if task.source == "humaneval" else sample["completion"]
     )
     return ExecJob(code=code, tests=task.all_tests(), setup_code=task.setup_code,
-                   io_style=task.io_style, entry_point=task.entry_point, timeout_s=timeout)  # fmt: skip
+                   io_style=task.io_style, entry_point=task.entry_point, timeout_s=timeout)
 
 
 def result_row(sample: dict, r: ExecResult) -> dict:
@@ -150,14 +150,14 @@ def result_row(sample: dict, r: ExecResult) -> dict:
         )
     return {"task_id": sample["task_id"], "passed": r.passed, "status": r.status,
             "tests_passed": r.tests_passed, "tests_total": r.tests_total,
-            "duration_ms": round(r.duration_ms, 3), "detail": detail}  # fmt: skip
+            "duration_ms": round(r.duration_ms, 3), "detail": detail}
 
 
 def rejected_row(sample: dict, q: dict) -> dict:
     """The result row of a sample whose task the loader rejected (its reason as detail)."""
     return {"task_id": sample["task_id"], "passed": False, "status": "task_rejected",
             "tests_passed": 0, "tests_total": 0, "duration_ms": 0.0,
-            "detail": f"task rejected by the loader: row {q['row']} field '{q['field']}': {q['reason']}"}  # fmt: skip
+            "detail": f"task rejected by the loader: row {q['row']} field '{q['field']}': {q['reason']}"}
 
 
 def rejection_summary(path: str, rejected: dict[str, dict], samples_hit: int) -> str:
@@ -165,7 +165,7 @@ def rejection_summary(path: str, rejected: dict[str, dict], samples_hit: int) ->
     rows = {q["row"]: q for q in rejected.values()}
     reasons = Counter(f"{q['field']}: {q['reason'].split(':')[0]}" for q in rows.values())
     lines = [f"{path}: {len(rows)} task(s) rejected by the loader ({samples_hit} sample(s) "
-             "written as task_rejected):"]  # fmt: skip
+             "written as task_rejected):"]
     lines += [f"  {n:5d}  {reason}" for reason, n in reasons.most_common()]
     return "\n".join(lines)
 
@@ -236,7 +236,7 @@ class Streamer:
                 out.append(None)
             elif task is None:
                 raise InputError(f"{self.samples_path}:{s['_line']}: field 'task_id': "
-                                 f"unknown task {s['task_id']!r}")  # fmt: skip
+                                 f"unknown task {s['task_id']!r}")
             elif i in self.sent and self.sent[i][0] is task:
                 out.append(self.sent[i][1])
             else:

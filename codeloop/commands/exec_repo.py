@@ -119,13 +119,13 @@ def verdict_row(pred: dict, v) -> dict:
             "f2p_passed": v.f2p_passed, "f2p_total": v.f2p_total, "p2p_passed": v.p2p_passed,
             "p2p_total": v.p2p_total, "hidden_passed": v.hidden_passed,
             "hidden_total": v.hidden_total, "hack_flags": v.hack_flags, "dropped": v.dropped,
-            "duration_ms": v.duration_ms, "detail": detail}  # fmt: skip
+            "duration_ms": v.duration_ms, "detail": detail}
 
 
 def rejected_row(pred: dict, reason: str) -> dict:
     return {"instance_id": pred["instance_id"], "model_name_or_path": pred.get("model_name_or_path", ""),
             "resolved": False, "applied": False, "status": "task_rejected", "hack_flags": [],
-            "detail": f"task rejected: {reason}"}  # fmt: skip
+            "detail": f"task rejected: {reason}"}
 
 
 def _dirs(args) -> tuple[str, str, str | None]:
@@ -156,7 +156,7 @@ def _judge_all(preds, tasks, rejected, repos, envs, cfg, timeout) -> list[dict]:
     finally:
         ex.close()
     return [verdict_row(p, verdicts[id(p)]) if id(p) in verdicts
-            else rejected_row(p, rejected[p["instance_id"]]) for p in preds]  # fmt: skip
+            else rejected_row(p, rejected[p["instance_id"]]) for p in preds]
 
 
 def run(args, cfg) -> int:
@@ -170,7 +170,7 @@ def run(args, cfg) -> int:
         for p in preds:
             if p["instance_id"] not in tasks and p["instance_id"] not in rejected:
                 raise InputError(f"{args.samples}:{p['_line']}: field 'instance_id': unknown task "
-                                 f"{p['instance_id']!r}")  # fmt: skip
+                                 f"{p['instance_id']!r}")
     except (InputError, OSError) as exc:
         print(f"codeloop exec: {exc}", file=sys.stderr)
         return 2
@@ -195,5 +195,5 @@ def run(args, cfg) -> int:
               "(status judge_error / patch_too_large: not resolved)", file=sys.stderr)
     if n_rej:
         print(f"{args.tasks}: {n_rej} prediction(s) of rejected tasks: " + "; ".join(
-            sorted({f'{k}: {v}' for k, v in rejected.items()})[:10]), file=sys.stderr)  # fmt: skip
+            sorted({f'{k}: {v}' for k, v in rejected.items()})[:10]), file=sys.stderr)
     return 2 if n_rej and args.strict else 0

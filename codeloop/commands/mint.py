@@ -32,15 +32,15 @@ def add_arguments(p) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the candidate order")
     p.add_argument("--workers", type=int, default=2, help="sandbox workers")
     p.add_argument("--hidden-fraction", type=float, default=0.0,
-                   help="share of FAIL_TO_PASS test files kept hidden")  # fmt: skip
+                   help="share of FAIL_TO_PASS test files kept hidden")
     p.add_argument("--name", default="", help="repository name (default: its dir name)")
     p.add_argument("--license", default="unknown", help="licence recorded in each task")
     p.add_argument("--deps", default="",
-                   help="dir of the repo's installed dependencies (pip install --target DIR)")  # fmt: skip
+                   help="dir of the repo's installed dependencies (pip install --target DIR)")
     p.add_argument("--no-install-deps", action="store_true",
-                   help="do not pip-install the repo's declared dependencies")  # fmt: skip
+                   help="do not pip-install the repo's declared dependencies")
     p.add_argument("--wheel-cache", default=".cache/mint/wheels",
-                   help="pip --find-links cache of the dependencies (offline once filled)")  # fmt: skip
+                   help="pip --find-links cache of the dependencies (offline once filled)")
     p.add_argument("--backend", choices=["local", "docker"], default="local")
 
 
@@ -52,7 +52,7 @@ def run(args) -> int:
                      hidden_fraction=args.hidden_fraction, name=args.name,
                      license=args.license, deps=args.deps,
                      install_deps=not args.no_install_deps,
-                     wheel_cache=args.wheel_cache)  # fmt: skip
+                     wheel_cache=args.wheel_cache)
     try:
         res = mint_repo(args.repo, args.out, cfg, backend=args.backend)
     except (OSError, ValueError, RuntimeError) as exc:
@@ -63,5 +63,5 @@ def run(args) -> int:
         return 2
     r = res.report
     print(f"{r['repo']}: tried {r['tried']}, kept {r['kept']}, rejected {r['rejected']}; "
-          f"{r['tests']['stable']} stable tests; {r['seconds']} s")  # fmt: skip
+          f"{r['tests']['stable']} stable tests; {r['seconds']} s")
     return 0

@@ -184,12 +184,12 @@ def _curate_repo_tasks(tasks: list[Task], frozen: dict, cfg, verifier) -> dict[s
     leaks = repos.find_repo_leaks(tasks, frozen, cfg.repo_near_threshold, cfg.num_perm)
     leaked = {lk["task_id"] for lk in leaks}
     dedupe = repos.repo_dedupe([t for t in tasks if t.task_id not in leaked],
-                               cfg.repo_near_threshold, cfg.num_perm)  # fmt: skip
+                               cfg.repo_near_threshold, cfg.num_perm)
     kept, failed = verifier.verify(dedupe.kept)
     unverified, failed = repos.quarantine_unverified(dedupe.kept, failed)  # rows from files
     dropped = [{"task_id": lk["task_id"], "reason": "leak", "match": lk} for lk in leaks]
     dropped += [{**d, "reason": "near_duplicate" if d["kind"] == "near" else "exact_duplicate"}
-                for d in dedupe.dropped]  # fmt: skip
+                for d in dedupe.dropped]
     return {
         "kept": kept,
         "dropped": dropped + failed,
@@ -237,7 +237,7 @@ def _clean_tasks(params, executor, repos_dir, verifier) -> dict[str, Any]:
         per_source.append(
             {**_spec_record(spec), "rows_in": res.rows_in, "loaded": len(res.tasks),
              "quarantined": len(res.quarantine_rows)}
-        )  # fmt: skip
+        )
     repo = _curate_repo_tasks([t for t in tasks if t.kind == "repo"], frozen, cfg, verifier)
     quarantine += [{**q, "role": "train"} for q in repo["quarantine"]]
     tasks = [t for t in tasks if t.kind != "repo"]
@@ -249,7 +249,7 @@ def _clean_tasks(params, executor, repos_dir, verifier) -> dict[str, Any]:
     tasks = [t for t in tasks if t.task_id not in leaked]
     exact = exact_dedupe(tasks)
     near = near_dedupe(exact.kept, cfg.dedupe_threshold, cfg.num_perm, cfg.dedupe_workers,
-                       cfg.dedupe_prompt_floor, cfg.dedupe_lsh_threshold)  # fmt: skip
+                       cfg.dedupe_prompt_floor, cfg.dedupe_lsh_threshold)
     dropped += [{**d, "reason": "exact_duplicate"} for d in exact.dropped]
     dropped += [{**d, "reason": "near_duplicate"} for d in near.dropped]
     kept, failed = verify(near.kept, executor, cfg.verify_runs)
@@ -257,10 +257,10 @@ def _clean_tasks(params, executor, repos_dir, verifier) -> dict[str, Any]:
     synthetic = [t for t in kept if t.source == "synthetic"]
     _, heldout = heldout_split(synthetic, cfg.heldout_fraction)
     held_ids = {t.task_id for t in heldout}
-    train = [split_tests(t, cfg.visible_fraction, cfg.min_visible) for t in kept if t.task_id not in held_ids]  # fmt: skip
+    train = [split_tests(t, cfg.visible_fraction, cfg.min_visible) for t in kept if t.task_id not in held_ids]
     train += repo["kept"]
     if heldout:
-        frozen["heldout"] = [split_tests(t, cfg.visible_fraction, cfg.min_visible) for t in heldout]  # fmt: skip
+        frozen["heldout"] = [split_tests(t, cfg.visible_fraction, cfg.min_visible) for t in heldout]
     train_q = sum(1 for q in quarantine if q["role"] == "train")
     by_reason = dict(sorted(Counter(d["reason"] for d in dropped).items()))
     counts = {
@@ -275,7 +275,7 @@ def _clean_tasks(params, executor, repos_dir, verifier) -> dict[str, Any]:
         "kept_repo": len(repo["kept"]),
         "repo_by_difficulty": {
             str(k): v for k, v in sorted(Counter(t.difficulty for t in repo["kept"]).items())
-        },  # fmt: skip
+        },
         "frozen": {name: len(ts) for name, ts in sorted(frozen.items())},
     }
     counts["balanced"] = rows_in == counts["kept"] + counts["dropped"] + train_q
@@ -306,7 +306,7 @@ def curate(
     """`codeloop clean`: clean_tasks then write_clean under out_dir, on its own executor
     unless one is given; returns report.json's content. (The stage runs the same two
     steps from codeloop.stages.clean.)"""
-    return write_clean(params, clean_tasks(params, executor, Path(out_dir) / "repos"), out_dir, metrics_path)  # fmt: skip
+    return write_clean(params, clean_tasks(params, executor, Path(out_dir) / "repos"), out_dir, metrics_path)
 
 
 def write_clean(
@@ -323,7 +323,7 @@ def write_clean(
     }
     version = dataset_version(r["train"], r["frozen"], r["counts"], params_rec)
     io.write_tasks(out / "tasks.parquet", r["train"])
-    used = {t.snapshot for t in [*r["train"], *(t for ts in r["frozen"].values() for t in ts)] if t.kind == "repo"}  # fmt: skip
+    used = {t.snapshot for t in [*r["train"], *(t for ts in r["frozen"].values() for t in ts)] if t.kind == "repo"}
     repos.sync_snapshots(r.get("repos_dir"), out / "repos", used)
     for name, ts in r["frozen"].items():
         io.write_tasks(out / "frozen" / f"{name}.parquet", ts)
@@ -343,7 +343,7 @@ def write_clean(
     io.write_json(out / "manifest.json", manifest)
     if metrics_path:
         c = r["counts"]
-        metrics = {k: c[k] for k in ("rows_in", "kept_train", "kept_heldout", "dropped", "quarantined", "few_tests")}  # fmt: skip
+        metrics = {k: c[k] for k in ("rows_in", "kept_train", "kept_heldout", "dropped", "quarantined", "few_tests")}
         metrics.update({f"dropped_{k}": v for k, v in c["dropped_by_reason"].items()})
         metrics.update({f"frozen_{k}": v for k, v in c["frozen"].items()})
         io.write_json(metrics_path, metrics)

@@ -42,7 +42,6 @@ def _r(lo: int, hi: int) -> tuple[int, ...]:
     return tuple(range(lo, hi + 1))
 
 
-# fmt: off
 OPS: tuple[Op, ...] = (
     # int -> int
     Op("add", "int", "int", "{a} = {a} + {k}", ("adds {k} to it",), lambda v, k: v + k, _r(1, 9)),
@@ -81,7 +80,6 @@ OPS: tuple[Op, ...] = (
     Op("slen", "str", "int", "{a} = len({a})", ("takes its length",), lambda v, k: len(v)),
     Op("scount", "str", "int", "{a} = {a}.count({k!r})", ("counts the {k!r} characters in it",), lambda v, k: v.count(k), ("a", "e", "o")),
 )
-# fmt: on
 
 # One argument name per type, one opening, one joiner, one phrase per op and one-digit
 # constants (one BPE token each, copied as is from prompt to code) (synth-v2):
@@ -288,7 +286,7 @@ def _parse_chain(task: Task) -> tuple[str, str, list[tuple[Op, object]]] | None:
             ((op, k) for op in OPS if op.t_in == t for k in op.ks
              if f"    {op.code.format(a=arg, k=k)}" == line),
             None,
-        )  # fmt: skip
+        )
         if hit is None:
             return None
         chain.append(hit)

@@ -237,7 +237,7 @@ def detect_and_load(path: str, on_task=None) -> LoadResult:
 
 # each file kind's row converter: load_<kind>(path) is _load_file(path, kind, converter)
 _CONVERTERS = {"humaneval": _humaneval_task, "mbpp": _mbpp_task, "apps": _contest_task,
-               "canonical": _canonical_task}  # fmt: skip
+               "canonical": _canonical_task}
 _FILE_LOADERS = {
     "humaneval": load_humaneval,
     "mbpp": load_mbpp,

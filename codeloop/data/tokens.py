@@ -96,7 +96,7 @@ _PROMPT_SEP = "QSEPQ"
 def prompt_batch(prompts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """(word hashes of all prompts in order, words per prompt); see `prompt_tokens`."""
     return _many([p.lower() for p in prompts], _WORD.findall, _PROMPT_SEP,
-                 f" {_PROMPT_SEP} ", _prompt_cache, _PROMPT_SEED, str)  # fmt: skip
+                 f" {_PROMPT_SEP} ", _prompt_cache, _PROMPT_SEED, str)
 
 
 def prompt_tokens(text: str) -> list[int]:
@@ -137,7 +137,7 @@ class _LineTable:
         order = np.r_[np.flatnonzero(~whole), np.flatnonzero(whole)]
         lines = [units[k] for k in order[: len(units) - int(whole.sum())]]
         flat, lens = _many(lines, _code_find, "\x00", "\n\x00\n", _code_cache, _CODE_SEED,
-                           _norm_code_token)  # fmt: skip
+                           _norm_code_token)
         if whole.any():
             toks = [_tokens_whole(units[k]) for k in np.flatnonzero(whole)]
             extra = np.fromiter(itertools.chain.from_iterable(toks), np.uint32)
@@ -187,7 +187,7 @@ class _LineTable:
                 self.__init__()
                 miss = np.arange(len(uk))
             texts = [raw[starts[k] : ends[k] - 1].decode("utf-8", "surrogatepass")
-                     for k in first[miss].tolist()]  # fmt: skip
+                     for k in first[miss].tolist()]
             self._add(uk[miss], texts)
             uid = self._find(uk)
         idx = uid[inv]

@@ -45,7 +45,7 @@ def quarantine_row(
 
 # Python type -> JSON type name; bool before int, since True is an int in Python.
 _JSON_TYPES = ((bool, "boolean"), (int | float, "number"), (str, "string"), (list, "array"),
-               (dict, "object"), (type(None), "null"))  # fmt: skip
+               (dict, "object"), (type(None), "null"))
 
 
 def json_type(value: Any) -> str:

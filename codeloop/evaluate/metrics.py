@@ -227,7 +227,7 @@ def _evaluate_repo_set(policy, tasks, executor, rcfg, agent, iteration, dataset_
     trajs = run_agent_rollout(
         tasks, policy, agent.env, rcfg, agent.cfg,
         dataset_version=dataset_version, iteration=iteration,
-    )  # fmt: skip
+    )
     by_id = {t.task_id: t for t in tasks}
     live = [i for i, t in enumerate(trajs) if not t.infra_error]
     verdicts = agent.judge(

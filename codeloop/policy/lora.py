@@ -134,7 +134,7 @@ def quant_settings(quantize: str) -> dict:
     """The recorded bitsandbytes settings of a quantize mode (lora_quantization.json)."""
     if quantize == "4bit":
         return {"quantize": "4bit", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
-                "bnb_4bit_use_double_quant": True, "bnb_4bit_compute_dtype": "bfloat16"}  # fmt: skip
+                "bnb_4bit_use_double_quant": True, "bnb_4bit_compute_dtype": "bfloat16"}
     if quantize == "8bit":
         return {"quantize": "8bit", "load_in_8bit": True}
     raise ValueError(f"train.lora.quantize: {quantize!r} is not one of {QUANTIZE}")

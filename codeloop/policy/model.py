@@ -242,7 +242,7 @@ class Policy:
             sampler = _RowSampler(
                 [seeds[j] for j in chunk], temperature, top_p, repetition_penalty,
                 f"{self.name} ({self.model_version[:12] or 'unsaved'})",
-            )  # fmt: skip
+            )
             was_training = self.model.training  # a trainer's model (gradient checkpointing)
             self.model.eval()  # HF drops the KV cache while checkpointing in train mode
             try:
@@ -278,7 +278,7 @@ class Policy:
         gen_cfg = GenerationConfig(
             do_sample=False, max_new_tokens=room, eos_token_id=stops, pad_token_id=pad,
             return_dict_in_generate=True,
-        )  # fmt: skip
+        )
         out = self.model.generate(
             input_ids=input_ids,
             attention_mask=mask,

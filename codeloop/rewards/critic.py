@@ -268,7 +268,7 @@ def fit_critic(
         examples,
         holdout_fraction=cfg.holdout_fraction if holdout_fraction is None else holdout_fraction,
         seed=cfg.seed, dim=1 << cfg.dim_bits, epochs=cfg.epochs, lr=cfg.lr, l2=cfg.l2,
-    )  # fmt: skip
+    )
     metrics["skipped"] = skipped
     return critic, metrics
 

@@ -38,7 +38,7 @@ def score_repo_trajectories(
     comp = get_composition(version)
     cfg = cfg or JudgeConfig()
     out = [replace(t, actions=[replace(a) for a in t.actions], metadata=replace(t.metadata),
-                   reward_components=dict(t.reward_components)) for t in trajs]  # fmt: skip
+                   reward_components=dict(t.reward_components)) for t in trajs]
     todo = []
     for t in out:
         task = tasks_by_id.get(t.task_id)
@@ -55,7 +55,7 @@ def score_repo_trajectories(
             _mark_infra(t, version, f"judge: {type(v).__name__}: {v}")
             continue
         inp = RewardInput(task=task, code=t.final_diff, visible=ExecResult("no_code"),
-                          actions=t.actions, repo=v)  # fmt: skip
+                          actions=t.actions, repo=v)
         r = comp.compute(inp)
         t.reward, t.reward_components = r.reward, dict(r.components)
         if task.hidden_tests:

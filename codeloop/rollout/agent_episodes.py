@@ -89,7 +89,7 @@ def _step_batch(env, pairs: list[tuple[object, dict]]) -> list[Observation | San
 
 def _generate(policy, live: list[_AgentEpisode], cfg, step: int, iteration: int):
     return sample_turn(policy, [e.ids for e in live], cfg, step, iteration,
-                       cfg.agent_max_new_tokens)  # fmt: skip
+                       cfg.agent_max_new_tokens)
 
 
 def _turn(policy, fmt, env, live: list[_AgentEpisode], cfg, step: int, iteration: int) -> None:
@@ -214,7 +214,7 @@ def _to_trajectory(e, policy, fmt, cfg, agent_cfg, *, dataset_version, iteration
             execution_time_ms=e.exec_ms,
             prompt_template_version=fmt.version,
             dataset_version=dataset_version,
-        ),  # fmt: skip
+        ),
         token_ids=list(e.ids),
         loss_mask=list(e.mask),
         sample_logprobs=[float(x) for x in e.logps],
@@ -248,7 +248,7 @@ def run_mixed_rollout(
         for tr in run_rollout(
             funcs, policy, executor, cfg, timeout_s=timeout_s,
             dataset_version=dataset_version, iteration=iteration,
-        ):  # fmt: skip
+        ):
             rows.setdefault(tr.task_id, []).append(tr)
     if repos:
         if agent_cfg is None or not repos_dir:
@@ -260,7 +260,7 @@ def run_mixed_rollout(
             trajs = run_agent_rollout(
                 repos, policy, env, cfg, agent_cfg,
                 dataset_version=dataset_version, iteration=iteration,
-            )  # fmt: skip
+            )
         finally:
             getattr(env, "close", lambda: None)()
         for tr in trajs:

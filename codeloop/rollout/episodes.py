@@ -136,7 +136,7 @@ def _run_jobs(executor, jobs: list[ExecJob]) -> list[ExecResult | SandboxError]:
 
 
 def sample_turn(policy, id_lists: list[list[int]], cfg, step: int, iteration: int,
-                max_new_tokens: int) -> list:  # fmt: skip
+                max_new_tokens: int) -> list:
     """One batched generation (one sample each) with the rollout's per-turn seed."""
     seed = cfg.seed * 1_000_003 + iteration * 7_919 + step
     gens = policy.generate(
@@ -159,7 +159,7 @@ def sampling_metadata(policy, cfg, max_new_tokens: int, **rest) -> TrajectoryMet
         temperature=cfg.temperature, top_p=cfg.top_p,
         repetition_penalty=cfg.repetition_penalty, max_new_tokens=max_new_tokens,
         reward_fn_version="", seed=cfg.seed, **rest,
-    )  # fmt: skip
+    )
 
 
 def _generate_turn(policy, active: list[_Episode], cfg, step: int, iteration: int) -> None:
@@ -240,7 +240,7 @@ def _to_trajectory(
             execution_time_ms=e.exec_ms,  # sandbox time of all runs of the episode
             prompt_template_version=fmt.version,
             dataset_version=dataset_version,
-        ),  # fmt: skip
+        ),
         token_ids=list(e.ids),
         loss_mask=list(e.mask),
         sample_logprobs=[float(x) for x in e.logps],

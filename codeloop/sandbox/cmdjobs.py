@@ -250,10 +250,10 @@ def cmd_request(job: CmdJob, ws: WorkspaceRoot, timeout_s: float, memory_mb: int
     cwd, ws_inside = ws.inside(job.cwd_host)
     timeout = job.timeout_s or timeout_s
     cmd = {"argv": list(job.argv), "cwd": cwd, "ws": ws_inside, "env": dict(job.env),
-           "bind": ws.bind_per_job}  # fmt: skip
+           "bind": ws.bind_per_job}
     return {"cmd": cmd, "timeout": timeout, "wall_cap": wall_cap(timeout),
             "memory_mb": job.memory_mb or memory_mb, "out_cap": job.output_cap,
-            "result_cap": job.result_cap, "nofile": NOFILE}  # fmt: skip
+            "result_cap": job.result_cap, "nofile": NOFILE}
 
 
 def cmd_result(resp: dict) -> CmdResult:
@@ -271,7 +271,7 @@ def cmd_result(resp: dict) -> CmdResult:
     return CmdResult(exit_code=resp.get("exit"), signal=resp.get("signal"),
                      timed_out=status == "timeout", stdout=resp.get("stdout", ""),
                      stderr=resp.get("stderr", ""), duration_ms=resp.get("wall_ms", 0.0),
-                     status=status, results=resp.get("results", ""))  # fmt: skip
+                     status=status, results=resp.get("results", ""))
 
 
 def run_commands(executor, jobs: list[CmdJob], grace_s: float) -> list[CmdResult]:

@@ -43,7 +43,7 @@ try:  # for linters and tests; as the zygote, seal.py's source runs before this 
         MS_REMOUNT,
         _mount,
         _sys_libc,
-    )  # fmt: skip
+    )
 except ImportError:
     pass
 

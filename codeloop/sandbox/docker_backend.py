@@ -101,7 +101,7 @@ class DockerZygote:
         rw = {"mode": "rw", **({"propagation": "rslave"} if receive else {})}
         opts = zygote_opts(None, "/tmp/codeloop-work", private_scratch=True, container=True,
                            nproc=4096, watch_parent=False, oom_fault=False,
-                           cgroup={"watch": True})  # fmt: skip
+                           cgroup={"watch": True})
         try:
             self.container = client.containers.create(
                 IMAGE,
@@ -114,7 +114,7 @@ class DockerZygote:
                          **{src: {"bind": dst, **(rw if writable else {"mode": "ro"})}
                             for src, dst, writable in binds}},
                 environment={"LANG": "C.UTF-8"}, ipc_mode="private", name=None,
-            )  # fmt: skip
+            )
             self.sock = client.api.attach_socket(
                 self.container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
             )

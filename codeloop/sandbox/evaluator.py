@@ -36,7 +36,7 @@ try:  # for linters and tests; in the zygote, harness.py's source runs just befo
         _Unsupported,
         _write,
         decode,
-    )  # fmt: skip
+    )
 except ImportError:
     pass
 

@@ -45,7 +45,7 @@ def _fast_dumps():
         raise TypeError(f"Object of type {o.__class__.__name__} is not JSON serializable")
 
     encoder = make(None, default, json.encoder.encode_basestring_ascii, None, ": ", ", ",
-                   False, False, True)  # fmt: skip
+                   False, False, True)
     join = "".join
 
     def dumps(obj):
@@ -101,7 +101,7 @@ _TAGS = {
     collections.defaultdict: "D", tuple: "t", set: "s", frozenset: "f",
     collections.deque: "q", bytes: "b", bytearray: "B", complex: "c", range: "r",
     decimal.Decimal: "M", fractions.Fraction: "R",
-}  # fmt: skip
+}
 
 
 class BadValue(ValueError):

@@ -93,9 +93,9 @@ def build_request(
         judged = [[i, p.source] for i, p in enumerate(plans) if p.kind == "eval"]
     setup = job.setup_code if job.io_style != "stdio" and imports_only(job.setup_code) else ""
     req = {"code": job.code, "setup": setup, "entry": job.entry_point, "mode": job.io_style,
-           "items": items, "out_cap": out_cap, "serve": bool(judged)}  # fmt: skip
+           "items": items, "out_cap": out_cap, "serve": bool(judged)}
     out = {"req": req, "timeout": timeout_s, "wall_cap": wall_cap(timeout_s),
-           "memory_mb": memory_mb, "out_cap": out_cap, "result_cap": RESULT_CAP}  # fmt: skip
+           "memory_mb": memory_mb, "out_cap": out_cap, "result_cap": RESULT_CAP}
     if judged:
         out["evaluator"] = {"setup": job.setup_code, "entry": job.entry_point, "tests": judged}
     return out
@@ -144,7 +144,7 @@ def _error_fields(msg: dict) -> tuple[str, str]:
 
 def _judge_function(plan: Plan, msg: dict, idx: int) -> TestResult:
     tr = TestResult(index=idx, passed=False, status="failed", test=plan.source,
-                    expected=plan.expected_src)  # fmt: skip
+                    expected=plan.expected_src)
     if "error" in msg:
         tr.error_type, tr.message = _error_fields(msg)
         if tr.error_type == "AssertionError" and plan.kind == "eval":
@@ -236,7 +236,7 @@ def interpret(job: ExecJob, plans: list[Plan], resp: dict) -> ExecResult:
     msgs.update((i, verdicts[i]) for i in evals if i in verdicts and "gone" not in verdicts[i])
     done = done and (judged or not evals)  # every child that had tests finished
     res = ExecResult(status="passed", tests_total=n, stdout=resp.get("stdout", ""),
-                     stderr=resp.get("stderr", ""), duration_ms=float(resp.get("wall_ms", 0.0)))  # fmt: skip
+                     stderr=resp.get("stderr", ""), duration_ms=float(resp.get("wall_ms", 0.0)))
     if load is None or load.get("load") != "ok":
         status, message = _missing_status(resp)
         if load is not None:
@@ -261,7 +261,7 @@ def interpret(job: ExecJob, plans: list[Plan], resp: dict) -> ExecResult:
             gone = verdicts.get(i, {}).get("gone") if plan.kind == "eval" else None
             message = f"{missing_msg} (evaluator: {str(gone)[:300]})" if gone else missing_msg
             res.test_results.append(TestResult(i, False, missing_status, test=plan.source,
-                                               message=message))  # fmt: skip
+                                               message=message))
     res.tests_passed = sum(t.passed for t in res.test_results)
     first_bad = next((t for t in res.test_results if not t.passed), None)
     if first_bad is not None:
@@ -275,4 +275,4 @@ def interpret(job: ExecJob, plans: list[Plan], resp: dict) -> ExecResult:
 def no_code_result(job: ExecJob) -> ExecResult:
     tests = [TestResult(i, False, "no_code", test=t) for i, t in enumerate(job.tests)]
     return ExecResult(status="no_code", tests_total=len(job.tests), test_results=tests,
-                      failing_test=job.tests[0] if job.tests else "", error_message="no code")  # fmt: skip
+                      failing_test=job.tests[0] if job.tests else "", error_message="no code")

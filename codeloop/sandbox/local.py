@@ -116,7 +116,7 @@ def namespace_prefix() -> tuple[str, ...]:
     cmd = _unshare_command()
     try:
         probe = subprocess.run([*cmd, child_python(), "-I", "-S", "-c", "pass"],
-                               capture_output=True, timeout=20)  # fmt: skip
+                               capture_output=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return ()
     return tuple(cmd) if probe.returncode == 0 else ()
@@ -140,7 +140,7 @@ def _opts(uid: int | None, ro_binds: list[str], seal_extra: dict, cgroup: dict) 
     """A local zygote's options (every slot's, also a prestarted one's); ``cgroup``: where
     it makes its job cgroups (cgroups.JobCgroups.zygote_opts)."""
     return zygote_opts(uid, WORK_ROOT, root=True, ro_binds=ro_binds, seal_extra=seal_extra,
-                       private_scratch=True, cgroup=cgroup)  # fmt: skip
+                       private_scratch=True, cgroup=cgroup)
 
 
 class Prestart:

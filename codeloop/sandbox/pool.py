@@ -54,7 +54,7 @@ ZYGOTE_SRC = "\n\n".join(
     (HERE / name).read_text()
     for name in ("memcg.py", "budget.py", "seccomp.py", "seal.py", "evaluator_fork.py", "command.py",
                  "zygote.py")
-)  # fmt: skip
+)
 HARNESS_SRC = (HERE / "harness.py").read_text() + "\n\n" + (HERE / "evaluator.py").read_text()
 CHILD_PYTHON = os.environ.get("CODELOOP_SANDBOX_PYTHON", "/usr/bin/python3")
 
@@ -65,7 +65,7 @@ CHILD_PYTHON = os.environ.get("CODELOOP_SANDBOX_PYTHON", "/usr/bin/python3")
 # statistics, datetime, textwrap, unicodedata) are left to the jobs that import them, and
 # so is random: its at-fork reseed of the generator costs every job ~0.1 ms of CPU.
 PRELOAD = ["collections", "math", "itertools", "functools", "re", "heapq", "bisect", "string",
-           "operator", "typing", "copy", "json", "decimal", "fractions", "array", "cmath"]  # fmt: skip
+           "operator", "typing", "copy", "json", "decimal", "fractions", "array", "cmath"]
 GRACE_S = 10.0  # on top of the job deadline before we call a zygote hung
 
 
@@ -79,14 +79,14 @@ def child_python() -> str:
 def zygote_opts(
     uid: int | None, work_root: str, root: bool = False, ro_binds: list[str] = (),
     seal_extra: dict | None = None, **extra: Any,
-) -> dict:  # fmt: skip
+) -> dict:
     """Zygote options; ``uid`` is the slot's leased uid (None: no uid drop, not root).
     ``root``: build the private root (only inside a fresh mount namespace); ``seal_extra``:
     the workspace binds and dirs (cmdjobs.WorkspaceRoot.seal_opts)."""
     seal = {"root": root, "ro_binds": list(ro_binds), "host_ns": host_namespaces(),
-            "expect_absent": list(host_paths_to_hide()), **(seal_extra or {})}  # fmt: skip
+            "expect_absent": list(host_paths_to_hide()), **(seal_extra or {})}
     return {"harness": HARNESS_SRC, "uid": uid, "work_root": work_root, "preload": PRELOAD,
-            "seal": seal, **extra}  # fmt: skip
+            "seal": seal, **extra}
 
 
 class Zygote:
@@ -98,7 +98,7 @@ class Zygote:
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
         try:
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=self.stderr, env=env, start_new_session=True)  # fmt: skip
+                                         stderr=self.stderr, env=env, start_new_session=True)
         except OSError as exc:
             raise SandboxError(f"cannot start zygote {argv[0]}: {exc}") from exc
         self.info = self.recv(start_timeout)

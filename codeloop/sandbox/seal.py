@@ -39,7 +39,7 @@ MNT_DETACH = 2
 # statvfs flags a bind remount must keep (a user namespace may not clear locked ones)
 _KEEP = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
          (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
-         (os.ST_RELATIME, MS_RELATIME))  # fmt: skip
+         (os.ST_RELATIME, MS_RELATIME))
 DEVICES = ("null", "zero", "urandom", "random")
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 _NEVER_BIND = ("/dev", "/proc", "/sys", "/tmp", "/var/tmp", "/run")
@@ -194,7 +194,7 @@ class _CapHeader(ctypes.Structure):
 
 class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                ("inheritable", ctypes.c_uint32)]  # fmt: skip
+                ("inheritable", ctypes.c_uint32)]
 
 
 # built once in the zygote, so the per-job child allocates nothing (page writes: zygote.py)

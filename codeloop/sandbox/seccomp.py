@@ -20,7 +20,7 @@ AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # include/uapi/asm-generic/unistd.h (the numbers from 424 up are the same on both)
 _COMMON = {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
            "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
-           "fsmount": 432, "fspick": 433, "pidfd_getfd": 438, "mount_setattr": 442}  # fmt: skip
+           "fsmount": 432, "fspick": 433, "pidfd_getfd": 438, "mount_setattr": 442}
 BLOCKED = {
     "x86_64": {"mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, "unshare": 272,
                "setns": 308, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
@@ -43,7 +43,7 @@ BLOCKED = {
                 "vhangup": 58, "quotactl": 60, "settimeofday": 170, "clock_settime": 112,
                 "adjtimex": 171, "clock_adjtime": 266, "sethostname": 161,
                 "setdomainname": 162, "lookup_dcookie": 18, **_COMMON},
-}  # fmt: skip
+}
 CLONE = {"x86_64": 56, "aarch64": 220}
 CLONE3 = 435
 X32_BIT = 0x40000000  # x86_64: syscalls of the x32 ABI have this bit set
@@ -58,7 +58,7 @@ PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 
 class _Insn(ctypes.Structure):
     _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
-                ("k", ctypes.c_uint32)]  # fmt: skip
+                ("k", ctypes.c_uint32)]
 
 
 class _Prog(ctypes.Structure):
@@ -80,9 +80,9 @@ def filter_program(arch):
     prog.append((_LD_W_ABS, 0, 0, 16))  # clone's flags: args[0], low 32 bits
     prog.append((_JSET, "eperm", "allow", CLONE_NEW_ANY))
     labels = {"allow": len(prog), "eperm": len(prog) + 1, "enosys": len(prog) + 2,
-              "kill": len(prog) + 3}  # fmt: skip
+              "kill": len(prog) + 3}
     prog += [(_RET, 0, 0, RET_ALLOW), (_RET, 0, 0, RET_ERRNO | errno.EPERM),
-             (_RET, 0, 0, RET_ERRNO | errno.ENOSYS), (_RET, 0, 0, RET_KILL_PROCESS)]  # fmt: skip
+             (_RET, 0, 0, RET_ERRNO | errno.ENOSYS), (_RET, 0, 0, RET_KILL_PROCESS)]
     out = []
     for i, (code, jt, jf, k) in enumerate(prog):
         jt = labels[jt] - i - 1 if isinstance(jt, str) else jt

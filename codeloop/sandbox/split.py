@@ -38,21 +38,21 @@ _SAFE_FUNCS = {
     "OrderedDict": collections.OrderedDict, "defaultdict": collections.defaultdict,
     "deque": collections.deque, "Decimal": decimal.Decimal, "Fraction": fractions.Fraction,
     "isclose": math.isclose,
-}  # fmt: skip
+}
 _SAFE_CONSTS = {"inf": math.inf, "nan": math.nan, "pi": math.pi, "e": math.e}
 _SAFE_MODULES = {"math": math, "collections": collections, "decimal": decimal,
-                 "fractions": fractions}  # fmt: skip
+                 "fractions": fractions}
 _HOLE_BINOPS = (ast.Add, ast.Sub, ast.Div, ast.FloorDiv, ast.BitAnd, ast.BitOr, ast.BitXor)
 # inside a hole these would carry the test's own logic into the child
 _TEST_LOGIC = (
     ast.Compare, ast.BoolOp, ast.IfExp, ast.Lambda, ast.GeneratorExp, ast.ListComp,
     ast.SetComp, ast.DictComp, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom,
-)  # fmt: skip
+)
 _TRUSTED_NODES = (
     ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp, ast.BoolOp,
     ast.Compare, ast.Call, ast.Attribute, ast.Subscript, ast.Slice, ast.Name, ast.keyword,
     ast.Load, ast.IfExp, ast.expr_context, ast.operator, ast.unaryop, ast.boolop, ast.cmpop,
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True)

@@ -220,7 +220,7 @@ def run(job, opts, ctl=None):
         os.close(w)
     pidfd = os.pidfd_open(pid)
     caps = {"out": job["out_cap"], "err": job["out_cap"], "res": job["result_cap"],
-            "ver": job["result_cap"]}  # fmt: skip
+            "ver": job["result_cap"]}
     try:
         bufs, over, exited, spent = _pump(
             {n: r for n, (r, _) in pipes.items()}, pidfd, ctl, job, caps, start
@@ -240,7 +240,7 @@ def run(job, opts, ctl=None):
             cg_renew()
     if sealed != b"1":  # the child died before model code ran: our fault, never a verdict
         return {"fault": "job child not sealed: " + (sealed[1:].decode("utf-8", "replace")
-                                                     or "it exited before sealing")}  # fmt: skip
+                                                     or "it exited before sealing")}
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     # killed in the job's own cgroup at its limit: the job's memory budget, a verdict
     budget_oom = killed and at_limit
@@ -263,7 +263,7 @@ def run(job, opts, ctl=None):
         # RLIMIT_CPU's hard limit is a SIGKILL too: a CPU limit, not a crash
         "cpu_rlimit": sig == signal.SIGKILL and child_cpu >= int(job["timeout"]) + 1 - 0.05,
         "host_oom": oom and host_fault, "oom_killed": budget_oom or (oom and not host_fault),
-    }  # fmt: skip
+    }
 
 
 def _oom_base(opts):

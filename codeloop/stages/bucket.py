@@ -39,5 +39,5 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
     log.info(
         "buckets %s, plan %s tasks by %s (%s)", plan["bucket_sizes"], len(plan["task_ids"]),
         [round(p, 3) for p in plan["proportions"]], plan["difficulty_source"],
-    )  # fmt: skip
+    )
     return plan

@@ -37,7 +37,7 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
         "rows in %d: kept %d (train %d, held-out %d), dropped %d %s, quarantined %d; balanced=%s",
         report["rows_in"], report["kept"], report["kept_train"], report["kept_heldout"],
         report["dropped"], report["dropped_by_reason"], report["quarantined"], report["balanced"],
-    )  # fmt: skip
+    )
     log.info("dataset_version %s", report["dataset_version"])
     if not report["balanced"]:
         raise RuntimeError(f"clean: accounting does not balance; see {paths.clean_report}")

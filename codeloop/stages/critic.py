@@ -31,6 +31,6 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
         "critic on %d examples (pass rate %.3f, skipped %s): held-out AUC %s over %d rows",
         metrics["n_examples"], metrics["pass_rate"], metrics["skipped"] or "none",
         metrics["holdout_auc"], metrics["n_holdout"],
-    )  # fmt: skip
+    )
     write_json(paths.metrics("critic"), metrics)
     return metrics

@@ -73,14 +73,14 @@ def evaluate_candidate(
             dataset_version=str(manifest.get("dataset_version", "")),
             iteration=iteration, critic=critic,
             agent=_agent_eval(params, paths, executor) if repo_tasks else None,
-        )  # fmt: skip
+        )
     finally:
         executor.close()
     for name, m in result["sets"].items():
         log.info(
             "%s: pass@1=%.4f success=%.4f over %d tasks",
             name, m.get("pass@1", 0.0), m["success_rate"], m["n_tasks"],
-        )  # fmt: skip
+        )
     return result
 
 

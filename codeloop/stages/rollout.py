@@ -80,7 +80,7 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
         "%d trajectories on %d tasks from %s in %.1fs (runner %s x%d)",
         len(trajs), len(tasks), version[:12] or "-", seconds, params.runner.kind,
         params.runner.workers,
-    )  # fmt: skip
+    )
     write_trajectories(paths.rollouts_dir, trajs)
     if resume:
         ShardStore(resume).clear()  # the outs hold every row now

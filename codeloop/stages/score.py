@@ -130,7 +130,7 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
         hidden=params.score.hidden_diagnostics,
         resume_dir=str(resume) if resume else "",
         resume_shard_groups=params.score.resume_shard_groups,
-    ) if trajs else []  # fmt: skip
+    ) if trajs else []
     scored_repo = step(score_repo, params, paths, repo_trajs, tasks_by_id) if repo_trajs else []
     step(write_trajectories, paths.trajectories_dir, _in_order(all_trajs, scored, scored_repo))
     if resume:

@@ -47,7 +47,7 @@ def collect_demos(params: Params, paths: Paths, tasks: list[Task]) -> tuple[list
         getattr(env, "close", lambda: None)()
         executor.close()
     log.info("expert demos: %d kept, %d rejected %s", report["demos"], report["rejected"],
-             report["reasons"])  # fmt: skip
+             report["reasons"])
     return demos, report
 
 
@@ -70,6 +70,6 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
         "sft %s -> %s: %s steps on %s examples, loss %s -> %s",
         base_version[:12], version[:12], stats["steps"], stats["examples"],
         stats["loss_first"], stats["loss_last"],
-    )  # fmt: skip
+    )
     write_json(paths.metrics("sft"), stats)
     return stats

@@ -91,13 +91,13 @@ def _log_summary(m: dict[str, Any]) -> None:
             "step %d loss=%.4f kl=%.4f clip=%.3f entropy=%.3f grad_norm=%.3f",
             row["step"], row["loss"], row["kl"], row["clip_ratio_region"],
             row["entropy"], row["grad_norm"],
-        )  # fmt: skip
+        )
     log.info(
         "candidate %s from %s: %d/%d trajectories in the update, reward %.3f±%.3f, "
         "frac_reward_zero_std=%.3f, excluded=%s",
         m["model_version"], m["policy_version"], m["n_in_update"], m["n_trajectories"],
         m["reward_mean"], m["reward_std"], m["frac_reward_zero_std"], m["excluded"],
-    )  # fmt: skip
+    )
 
 
 def run(
@@ -114,7 +114,7 @@ def run(
     result = step(
         train_grpo, str(policy_dir), trajectories, params.train, str(out_dir), archived, iteration,
         device=params.policy.device,
-    )  # fmt: skip
+    )
     _log_summary(result)
     history = result.pop("history")
     metrics = {

@@ -58,5 +58,5 @@ def check_repo_task(task: Task, repos_dir: str | Path | None = None) -> tuple[st
     hidden_files = {h.split("::")[0] for h in task.hidden_tests}
     shown = {v.split("::")[0] for v in task.visible_tests}
     if hidden_files & shown:
-        return "hidden_tests", f"hidden tests share a file with visible ones: {sorted(hidden_files & shown)}"  # fmt: skip
+        return "hidden_tests", f"hidden tests share a file with visible ones: {sorted(hidden_files & shown)}"
     return None

@@ -68,7 +68,7 @@ def find_repo_leaks(
                 hit, view, sim = pool[j], "near", float(mean[j])
         if hit:
             leaks.append({"task_id": t.task_id, "frozen_set": hit[0], "frozen_task_id": hit[1].task_id,
-                          "view": view, "similarity": round(sim, 4)})  # fmt: skip
+                          "view": view, "similarity": round(sim, 4)})
     return leaks
 
 
@@ -93,7 +93,7 @@ def repo_dedupe(tasks: list[Task], threshold: float, num_perm: int) -> DedupeRes
                 dup, kind, sim = tasks[kept_idx[j]].task_id, "near", float(mean[j])
         if dup is not None:
             res.dropped.append({"task_id": t.task_id, "duplicate_of": dup, "kind": kind,
-                                "similarity": round(sim, 4)})  # fmt: skip
+                                "similarity": round(sim, 4)})
             continue
         sites[site] = failing[fail] = t.task_id
         kept_idx.append(i)
@@ -173,7 +173,7 @@ def _verify_chunk(tasks, repos_dir, executor, runs, envs_root, timeout_s):
             apply_patch(after, t.patch)
         except PatchError as exc:
             dropped.append({"task_id": t.task_id, "reason": "reference_does_not_apply",
-                            "error": str(exc)[:500]})  # fmt: skip
+                            "error": str(exc)[:500]})
             continue
         ready.append((t, before, after))
     try:
@@ -182,7 +182,7 @@ def _verify_chunk(tasks, repos_dir, executor, runs, envs_root, timeout_s):
             by_env.setdefault(tuple(env_paths(item[0], envs_root)), []).append(item)
         for env, items in by_env.items():
             ids = {t.task_id: sorted({*t.fail_to_pass, *t.pass_to_pass, *t.hidden_tests})
-                   for t, _, _ in items}  # fmt: skip
+                   for t, _, _ in items}
             runs_list = [
                 (d, ids[t.task_id]) for t, b, a in items for _ in range(runs) for d in (b, a)
             ]
@@ -202,7 +202,7 @@ def _judge_runs(t: Task, mine: list, runs: int, kept: list, dropped: list) -> No
     if reason:
         why = mine[1].first_failure or mine[0].first_failure or mine[0].output_tail
         dropped.append({"task_id": t.task_id, "reason": reason, "runs": runs,
-                        "error": why[-500:]})  # fmt: skip
+                        "error": why[-500:]})
     else:
         kept.append(t)
 
@@ -223,7 +223,7 @@ def _prepare_batch(tasks, repos_dir, ws: str, runs: int, dropped: list):
             apply_patch(os.path.join(ws, after), t.patch)
         except PatchError as exc:
             dropped.append({"task_id": t.task_id, "reason": "reference_does_not_apply",
-                            "error": str(exc)[:500]})  # fmt: skip
+                            "error": str(exc)[:500]})
             continue
         ids = sorted({*t.fail_to_pass, *t.pass_to_pass, *t.hidden_tests})
         run_list += [(d, ids) for _ in range(runs) for d in (before, after)]
@@ -250,12 +250,12 @@ def _verify_chunk_batched(tasks, repos_dir, executor, runs, envs_root, timeout_s
             for k in range(min(n_jobs, len(group))):
                 made.append(executor.workspaces.new_workspace())
                 run_list, items = _prepare_batch(group[k::n_jobs], repos_dir, made[-1], runs,
-                                                 dropped)  # fmt: skip
+                                                 dropped)
                 if run_list:
                     batches.append((made[-1], run_list))
                     owners.append(items)
             for items, reports in zip(owners, run_batched(executor, batches, list(env), timeout_s),
-                                      strict=True):  # fmt: skip
+                                      strict=True):
                 for j, t in enumerate(items):
                     _judge_runs(t, reports[j * 2 * runs : (j + 1) * 2 * runs], runs, kept, dropped)
     finally:
@@ -269,7 +269,7 @@ def _verify_chunk_batched(tasks, repos_dir, executor, runs, envs_root, timeout_s
 
 _FIELD = {"fail_to_pass_passes_unfixed": "fail_to_pass", "pass_to_pass_fails_unfixed": "pass_to_pass",
           "reference_failed": "patch", "reference_does_not_apply": "patch",
-          "collect_error": "test_patch", "flaky": "fail_to_pass"}  # fmt: skip
+          "collect_error": "test_patch", "flaky": "fail_to_pass"}
 
 
 def quarantine_unverified(tasks: list[Task], failed: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -291,7 +291,7 @@ def quarantine_unverified(tasks: list[Task], failed: list[dict]) -> tuple[list[d
         kind = "swebench" if t.source == "swebench" else "repo"
         rows.append({**quarantine_row(kind, prov["file"], prov.get("row", 0),
                                       _FIELD.get(f["reason"], ""), why, t.to_row()),
-                     "task_id": t.task_id})  # fmt: skip
+                     "task_id": t.task_id})
     return rows, drops
 
 
@@ -303,7 +303,7 @@ def repo_specs(cfg) -> tuple[list, list]:
         return [], []
     knobs = {"kind": "synthetic_repo", "min_modules": rt.min_modules, "max_modules": rt.max_modules,
              "max_depth": rt.max_depth, "max_distance": rt.max_distance,
-             "tasks_per_repo": rt.tasks_per_repo, "operators": rt.operators}  # fmt: skip
+             "tasks_per_repo": rt.tasks_per_repo, "operators": rt.operators}
     train = [SourceSpec(**knobs, n=rt.n, seed=rt.seed)]
     frozen = [SourceSpec(**knobs, n=rt.heldout_n, seed=rt.heldout_seed)] if rt.heldout_n else []
     return train, frozen
@@ -330,7 +330,7 @@ class RepoVerifier:
 
             Path(self.envs_root).mkdir(parents=True, exist_ok=True)
             self._executor = make_executor(self.params.sandbox, workspaces=True,
-                                           envs_root=self.envs_root)  # fmt: skip
+                                           envs_root=self.envs_root)
         timeout = max(self.params.sandbox.timeout_s, 30.0)  # pytest's own start-up is ~0.3 s
         start = time.perf_counter()
         try:

@@ -121,7 +121,7 @@ def install_requirements(reqs: list[str], cache: str | Path, target: str | Path)
     cache = Path(cache).resolve()
     cache.mkdir(parents=True, exist_ok=True)
     install = ["install", "--no-index", "--find-links", str(cache), "--target", str(target),
-               "--no-compile", "--prefer-binary", *reqs]  # fmt: skip
+               "--no-compile", "--prefer-binary", *reqs]
     proc = _pip(install)
     if proc.returncode != 0:  # not all in the cache yet: fetch from the registry, once
         dl = _pip(["download", "--dest", str(cache), "--prefer-binary", *reqs])

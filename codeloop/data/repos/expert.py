@@ -32,7 +32,7 @@ from codeloop.schema import Task
 # Names a slip puts in place of one in the edit: the synthetic vocabulary (synth.VERBS x
 # synth.NOUNS) is what the policy invents from memory; a fixed list keeps expert.py off synth.
 SLIP_NAMES = tuple(f"{v}_{n}" for v in ("scale", "shift", "count", "mix", "step", "trim")
-                   for n in ("price", "item", "level", "total", "value", "rate"))  # fmt: skip
+                   for n in ("price", "item", "level", "total", "value", "rate"))
 _IDENT = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
 
 
@@ -74,7 +74,7 @@ def _pattern(function: str, lines: list[str]) -> str:
     if function:
         return f"def {function}"  # names are unique in a synthetic package; no regex escape
     removed = next((x[1:].strip() for x in lines if x.startswith("-") and not x.startswith("---")
-                    and x[1:].strip()), "")  # fmt: skip
+                    and x[1:].strip()), "")
     return re.escape(removed[:60]) if removed else "def "
 
 

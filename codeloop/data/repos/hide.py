@@ -80,7 +80,7 @@ def hidden_path(path: str) -> str:
 
 
 def choose_hidden(f2p: list[str], fraction: float, key: str, keep_visible: str,
-                  root: Path) -> dict[str, set[str]]:  # fmt: skip
+                  root: Path) -> dict[str, set[str]]:
     """Test functions to hide, file -> names: top-level F2P functions chosen by hash,
     ``round(fraction * n)`` of the n candidates but never all F2P functions (the agent must
     see a failing test) and never the one the statement quotes (``keep_visible``)."""

@@ -35,7 +35,7 @@ def load_synthetic_repos(spec, repos_dir: str | Path):
         spec.n, spec.seed, min_modules=spec.min_modules, max_modules=spec.max_modules,
         max_depth=spec.max_depth, max_distance=spec.max_distance,
         tasks_per_repo=spec.tasks_per_repo, operators=spec.operators or None,
-    )  # fmt: skip
+    )
     for files in trees.values():
         store.store_files(files, repos_dir)
     res = RepoLoad()
@@ -62,13 +62,13 @@ def load_task_dir(path: str | Path, repos_dir: str | Path):
         try:
             task = Task.from_row(rec)
         except (TypeError, ValueError) as exc:
-            res.quarantine_rows.append(quarantine_row("repo", str(table), row, "", f"not a task row: {exc}", rec))  # fmt: skip
+            res.quarantine_rows.append(quarantine_row("repo", str(table), row, "", f"not a task row: {exc}", rec))
             continue
         sha = task.snapshot
         if sha and sha not in good:
             good[sha] = _copy_snapshot(root / "repos", sha, repos_dir)
         if sha and good[sha]:
-            res.quarantine_rows.append(quarantine_row("repo", str(table), row, "snapshot", good[sha], rec))  # fmt: skip
+            res.quarantine_rows.append(quarantine_row("repo", str(table), row, "snapshot", good[sha], rec))
             continue
         task.metadata.setdefault("provenance", {}).update({"file": table.name, "row": row})
         problem = check_repo_task(task, repos_dir) or _copy_env(root, task, repos_dir)

@@ -265,7 +265,7 @@ def _task(name, sha, cand, failing, stable, report, snap, product, cfg, n) -> Ta
                   "mutation": {"operator": cand.mutation.operator, "path": cand.path,
                                "function": cand.mutation.function, "site": site},
                   "provenance": {"generator": "mint-v1", "repo": name, "seed": cfg.seed}},
-    )  # fmt: skip
+    )
 
 
 def _rejection(report, failing: tuple, seen_failing: set) -> str:
@@ -311,7 +311,7 @@ def _mint(ex, snap: Path, sha: str, name: str, env: list[str], cfg: MintConfig) 
                 seen_failing.add(failing)
                 op["kept"] += 1
                 res.tasks.append(_task(name, sha, c, set(failing), stable, r, snap, product,
-                                       cfg, len(res.tasks)))  # fmt: skip
+                                       cfg, len(res.tasks)))
     res.report = {
         "repo": name,
         "snapshot": sha,
@@ -324,7 +324,7 @@ def _mint(ex, snap: Path, sha: str, name: str, env: list[str], cfg: MintConfig) 
         "per_operator": {k: {"tried": v["tried"], "kept": v["kept"],
                              "yield": round(v["kept"] / v["tried"], 4) if v["tried"] else 0.0}
                          for k, v in sorted(per_op.items())},
-    }  # fmt: skip
+    }
     return res
 
 
@@ -369,6 +369,6 @@ def mint_repo(path: str | Path, out_dir: str | Path, cfg: MintConfig, backend: s
         "generator": "mint-v1", "repo": res.report["repo"], "snapshot": sha,
         "tasks": len(res.tasks), "tasks_sha256": io.sha256_file(out / "tasks.parquet"),
         "params": dataclasses.asdict(cfg), "backend": backend, "environment": environment,
-    })  # fmt: skip
+    })
     store.prune_snapshots(out / "repos", {sha})
     return res

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 OPERATORS = (
     "compare", "arith", "off_by_one", "constant", "condition", "swap_args", "drop_stmt",
     "wrong_return",
-)  # fmt: skip
+)
 
 _CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
-             ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}  # fmt: skip
+             ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
 _ARITH_SWAP = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add, ast.FloorDiv: ast.Mult,
-               ast.Mod: ast.FloorDiv}  # fmt: skip
+               ast.Mod: ast.FloorDiv}
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def find_mutations(source: str, functions: set[str] | None = None) -> list[Mutat
             return
         # a signature's defaults and decorators are not the body's behaviour
         outside = {id(n) for d in [*fn.args.defaults, *fn.args.kw_defaults, *fn.decorator_list]
-                   if d is not None for n in ast.walk(d)}  # fmt: skip
+                   if d is not None for n in ast.walk(d)}
         for node in ast.walk(fn):
             if id(node) in outside:
                 continue

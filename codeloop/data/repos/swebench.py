@@ -62,10 +62,10 @@ def _ids(rec: dict, name: str) -> list[str]:
 def export_tree(clone: Path, commit: str, dest: Path) -> None:
     """Write the tree of ``commit`` (and nothing of its history) under ``dest``."""
     proc = subprocess.run(["git", "-C", str(clone), "archive", "--format=tar", commit],
-                          capture_output=True, check=False)  # fmt: skip
+                          capture_output=True, check=False)
     if proc.returncode != 0:
         raise _Bad("base_commit", f"commit {commit} is not in {clone.name}: "
-                   f"{proc.stderr.decode(errors='replace').strip()[:200]}")  # fmt: skip
+                   f"{proc.stderr.decode(errors='replace').strip()[:200]}")
     with tarfile.open(fileobj=_io.BytesIO(proc.stdout)) as tar:
         tar.extractall(dest, filter="data")
 
@@ -120,7 +120,7 @@ def load_swebench(path: str, clones_dir: str, repos_dir):
         try:
             task = _task(rec, row, Path(clones_dir), repos_dir, cache)
         except _Bad as exc:
-            res.quarantine_rows.append(quarantine_row("swebench", path, row, exc.field, exc.reason, rec))  # fmt: skip
+            res.quarantine_rows.append(quarantine_row("swebench", path, row, exc.field, exc.reason, rec))
             continue
         task.metadata["provenance"].update({"file": Path(path).name, "row": row})
         problem = check_repo_task(task, repos_dir)

@@ -42,7 +42,6 @@ class Tpl:
     body: str  # lines; {g} callee, {k} {j} small constants
 
 
-# fmt: off
 LEAVES = (
     Tpl("affine", "int", "int", "", "return x * {k} + {j}"),
     Tpl("floor", "int", "int", "", "if x < {k}:\n    return {k}\nreturn x"),
@@ -62,16 +61,15 @@ CALLERS = (
     Tpl("sum_of", "int", "int", "int>list", "return sum({g}(x))"),
     Tpl("acc", "list", "int", "int>int", "total = 0\nfor v in xs:\n    total += {g}(v)\nreturn total"),
 )
-# fmt: on
 PARAMS = {"int": "x", "list": "xs", "int2": "a, b"}
 VERBS = ("scale", "shift", "clip", "count", "sum", "pick", "trim", "mix", "step", "fold",
-         "rank", "grow", "merge", "split", "score", "check")  # fmt: skip
+         "rank", "grow", "merge", "split", "score", "check")
 NOUNS = ("price", "item", "point", "level", "stock", "total", "value", "size", "rate",
-         "tax", "fee", "load", "mark", "step", "cell", "row")  # fmt: skip
+         "tax", "fee", "load", "mark", "step", "cell", "row")
 # never a standard-library name: the stdlib module shadowed a package called signal, whose
 # tests then failed to import (6 of 60 nightly tasks dropped as collect_error); a test checks
 PACKAGES = ("shop", "grades", "inventory", "ledger", "meters", "tiles", "garden", "orbit",
-            "parcel", "quarry", "rivers", "beacon", "timber", "voyage", "widget", "yarn")  # fmt: skip
+            "parcel", "quarry", "rivers", "beacon", "timber", "voyage", "widget", "yarn")
 MODULES = ("core", "util", "calc", "rules", "stats", "table", "parts", "model")
 # Bugs whose fix can be read off the code: the buggy line breaks one of the few templates,
 # so the repair is the template's line. The others (`constant`, `off_by_one`,
@@ -145,7 +143,7 @@ def _module_source(repo: Repo, i: int) -> str:
     for f in mine:
         if f.callee is not None and f.callee.module != i:
             imports.setdefault(f.callee.module, []).append(f.callee.name)
-    lines = [f"from .{repo.modules[m]} import {', '.join(sorted(set(n)))}" for m, n in sorted(imports.items())]  # fmt: skip
+    lines = [f"from .{repo.modules[m]} import {', '.join(sorted(set(n)))}" for m, n in sorted(imports.items())]
     for f in mine:
         lines += ["", "", f"def {f.name}({PARAMS[f.tpl.sig]}):"]
         lines += ["    " + x for x in f.body.splitlines()]
@@ -324,7 +322,7 @@ def _task(repo: Repo, sha: str, p: Planted, task_id: str, provenance: dict) -> T
             "n_modules": len(repo.modules),
             "depth": len(p.chain),
         },
-    )  # fmt: skip
+    )
 
 
 def _pick(planted: list[Planted], k: int, rng: random.Random) -> list[Planted]:
@@ -393,7 +391,7 @@ def generate_repo_tasks(
             trees[sha] = repo.files
         for j, p in enumerate(chosen):
             prov = {"generator": GENERATOR_VERSION, "seed": seed, "repo_seed": repo_seed,
-                    "row": len(tasks) + 1}  # fmt: skip
+                    "row": len(tasks) + 1}
             tasks.append(_task(repo, sha, p, f"synthrepo/{seed}/{i}/{j}", prov))
         i += 1
     return tasks, trees
