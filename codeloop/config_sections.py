@@ -186,6 +186,18 @@ class RolloutConfig(_Section):
     iteration: int = Field(0, ge=0, description="Iteration number stamped into trajectories.")
     resume: bool = Field(True, description="Keep finished groups: a killed rollout resumes.")
     resume_shard_tasks: int = Field(16, ge=1, description="Tasks per rollout resume shard.")
+    mode: Literal["self_debug", "rubber_duck", "tdd"] = Field(
+        "self_debug",
+        description="Function-task episodes: self_debug (code, run, read the error, revise),"
+        " rubber_duck (after a failed run the model first explains the code and the failure in"
+        " prose, then revises), tdd (the model first writes asserts for the statement, judged"
+        " against the reference and wrong variants, then the code).",
+    )
+    agent_mode: Literal["self_debug", "rubber_duck"] = Field(
+        "self_debug",
+        description="Repository-task episodes: self_debug (tool calls only) or rubber_duck"
+        " (after a failing run_tests the model explains the failure in prose before its next call).",
+    )
 
 
 # The reward compositions there are, by name. codeloop.rewards.registry registers exactly
@@ -216,6 +228,16 @@ class RewardConfig(_Section):
     )
     judge_timeout_s: float = Field(30.0, gt=0, le=600, description="Judge: HTTP timeout (s).")
     critic_path: str = Field("", description="Critic directory (critic.json + .npz), v2-critic.")
+    tdd_weight: float = Field(
+        0.2, ge=0, le=1,
+        description="tdd episodes: weight of the test-quality term (the share of the model's"
+        " asserts that pass on the reference solution and fail on the wrong variants).",
+    )
+    explain_weight: float = Field(
+        0.0, ge=0, le=1,
+        description="rubber_duck episodes: process reward for an explanation that names the"
+        " failing line (quotes the failing test's call or the line the error points at); 0 = off.",
+    )
 
     @field_validator("version", "repo_version")
     @classmethod

@@ -27,7 +27,7 @@ TERMINAL_REASONS = (
     "context_full",  # the episode filled the model's context
 )
 
-ACTION_TYPES = ("generate", "revise", "run_tests", "tool")
+ACTION_TYPES = ("generate", "revise", "run_tests", "tool", "explain", "write_tests")
 TASK_KINDS = ("function", "repo")
 # The agent's action space (issue 13); a call naming anything else is an error observation.
 TOOLS = ("list_files", "read_file", "search", "edit", "write_file", "run_tests", "bash", "submit")
@@ -140,6 +140,7 @@ class TrajectoryMetadata:
     dataset_version: str = ""
     reward_fn_version: str = ""  # filled by the score stage
     seed: int = 0
+    episode_mode: str = ""  # rollout.mode / agent_mode that sampled it; "" = self_debug
 
 
 @dataclass
@@ -174,6 +175,10 @@ class Trajectory:
     tool_calls: int = 0
     tool_errors: int = 0
     tests_run: int = 0
+    # tdd episodes: the tests the model wrote before its code (assert statements, one per
+    # line), judged by score against the reference and wrong variants; never in place of
+    # the task's own tests
+    model_tests: str = ""
 
     def to_row(self) -> dict[str, Any]:
         row = asdict(self)

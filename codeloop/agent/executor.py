@@ -1,0 +1,67 @@
+"""The sandbox executor every stage that runs episodes or judges opens: one set-up for all.
+
+Function tasks need a plain executor. Repository tasks also need workspaces (each a tmpfs
+of ``agent.workspace_bytes`` where the host can mount one) and an envs root mounted at
+/envs: pytest and our plugin env dirs built there from the running venv, and each task's
+own environment dir copied in once from the clean stage's env dirs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from codeloop.agent.envs import plugin_env, pytest_env
+from codeloop.config import AgentConfig, SandboxConfig
+from codeloop.sandbox import make_executor
+from codeloop.sandbox.base import Executor
+from codeloop.schema import Task
+
+
+def needs_workspaces(tasks: list[Task]) -> bool:
+    """True when some task is a repository task (its episodes and verdicts need workspaces)."""
+    return any(t.kind == "repo" for t in tasks)
+
+
+def open_executor(
+    sandbox: SandboxConfig,
+    agent: AgentConfig,
+    tasks: list[Task],
+    *,
+    envs_dir: str = "",
+    clean_envs: str = "",
+) -> Executor:
+    """The executor for ``tasks``: workspaces and an envs root only when a task needs them.
+
+    envs_dir: where the envs root is built ('' = ``agent.envs_dir``); clean_envs: the
+    clean stage's env dirs the tasks' own environments are copied from.
+    """
+    if not needs_workspaces(tasks):
+        return make_executor(sandbox)
+    envs = os.path.abspath(envs_dir or agent.envs_dir)
+    copy_task_envs(tasks, clean_envs, envs)
+    pytest_env(envs)
+    plugin_env(envs)
+    return make_executor(sandbox, workspaces=True, envs_root=envs,
+                         ws_parent=agent.workspace_dir or None,
+                         workspace_bytes=agent.workspace_bytes)
+
+
+def copy_task_envs(tasks: list[Task], clean_envs: str, envs: str) -> str:
+    """Copy each repository task's own environment dir from ``clean_envs`` into ``envs``
+    once (FileNotFoundError naming the task when it is missing); returns ``envs``."""
+    os.makedirs(envs, exist_ok=True)
+    os.chmod(envs, 0o755)
+    for t in tasks:
+        if t.kind != "repo" or not t.environment:
+            continue
+        dest = os.path.join(envs, t.environment)
+        if os.path.isdir(dest):
+            continue
+        src = os.path.join(clean_envs, t.environment)
+        if not os.path.isdir(src):
+            raise FileNotFoundError(f"task {t.task_id}: environment {src} does not exist")
+        tmp = dest + f".tmp{os.getpid()}"
+        shutil.copytree(src, tmp, symlinks=False)
+        os.replace(tmp, dest)  # whole or absent: a killed copy never passes for a built env
+    return envs
