@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from codeloop.evaluate.metrics import evaluate_sets, pass_at_k
 from codeloop.rewards import score_trajectories
-from codeloop.rollout.episodes import run_rollout
+from codeloop.rollout.context import EpisodeContext
+from codeloop.rollout.kinds import run_episodes
 
 
 def se(values: list[float]) -> float:
@@ -92,10 +93,8 @@ def drift_row(scored, sft_scored) -> dict:
 
 def sft_rollout(pool, sft, executor, rcfg, p, by_id, it: int):
     """The slice rolled out and scored under the SFT policy, with the iteration's seeds."""
-    trajs = run_rollout(
-        pool, sft, executor, rcfg, timeout_s=p.sandbox.timeout_s,
-        dataset_version="learning-curve", iteration=it,
-    )
+    ctx = EpisodeContext(rcfg, "learning-curve", it, p.sandbox.timeout_s)
+    trajs = run_episodes(pool, sft, executor, ctx)
     return score_trajectories(trajs, by_id, p.reward.version, executor)
 
 

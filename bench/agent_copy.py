@@ -30,13 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from codeloop.agent.env import AgentEnv  # noqa: E402
+from codeloop.agent.executor import copy_task_envs  # noqa: E402
 from codeloop.config import load_params  # noqa: E402
 from codeloop.data.repos.expert import expert_calls  # noqa: E402
 from codeloop.data.repos.store import store_files  # noqa: E402
 from codeloop.data.repos.synth import generate_repo_tasks  # noqa: E402
 from codeloop.policy.agent_format import agent_format_for  # noqa: E402
 from codeloop.policy.model import Policy  # noqa: E402
-from codeloop.rollout.agent_episodes import agent_envs_root  # noqa: E402
 from codeloop.rollout.demos import expert_demos  # noqa: E402
 from codeloop.sandbox import make_executor  # noqa: E402
 
@@ -56,7 +56,7 @@ def heldout_demos(params_file: str, n: int) -> list:
         for files in trees.values():
             store_files(files, repos)
         ex = make_executor(p.sandbox, workspaces=True,
-                           envs_root=agent_envs_root(tasks, f"{tmp}/none", f"{tmp}/envs"))
+                           envs_root=copy_task_envs(tasks, f"{tmp}/none", f"{tmp}/envs"))
         try:
             env = AgentEnv(ex, p.agent.model_copy(update={"max_steps": 500}), repos)
             demos, report = expert_demos(tasks, env, lambda t: expert_calls(t, repos))

@@ -5,21 +5,20 @@ Run: ``.venv/bin/python bench/agent_curve.py [--iterations 20] [--demo-cache DIR
 on an edit and mending it from the error's closest lines (sft.slip_fraction 0.5), 1,000 SFT
 steps at agent fraction 0.7 of the llama-architecture tiny model, then GRPO (train params as
 in params.yaml: lr 2e-4, 2 steps, RFT on resolved episodes) with 64 tasks an iteration from a
-pool of 1,280 that SFT never saw, 360 held-out tasks evaluated every 5 iterations; ~15 min of
-SFT and 250-450 s an iteration on the 2 shared cores. That run's SFT policy resolved 0.419 of
-the held-out repos; +0.047 +- 0.018 (paired) after 5 iterations, +0.050 +- 0.019 after 10,
-+0.061 +- 0.019 after 15 (the session ended in iteration 17). A rerun from a fresh SFT (run r1
-in metrics/agent_curve_variants.csv): +0.036 +- 0.017 and +0.058 +- 0.019 after 5 and 10.
-What one update sees matters: metrics/agent_curve_pool24.csv is 24 tasks an iteration (flat:
-+0.017 +- 0.020 after 20), and runs a1, b1, c2 of agent_curve_variants.csv took larger steps
-on 24 tasks (lr 1e-3 x4 steps, or LoRA r16 at lr 3e-3) and fell 0.02-0.14 by iteration 5: the
+pool of 1,280 that SFT never saw, 360 held-out tasks evaluated every 5 iterations; the
+``seconds`` column is each iteration's wall time. The results are the CSVs themselves (the
+README's results table quotes them): metrics/agent_curve.csv rises beyond two paired SEs
+from the SFT policy, as does a rerun from a fresh SFT (run r1 in
+metrics/agent_curve_variants.csv). What one update sees matters: metrics/agent_curve_pool24.csv
+is 24 tasks an iteration (flat), and runs a1, b1, c2 of agent_curve_variants.csv took larger
+steps on 24 tasks (lr 1e-3 x4 steps, or LoRA r16 at lr 3e-3) and fell by iteration 5: the
 tiny model learns the trained repositories' names and writes them into unseen repos' edits.
-metrics/agent_curve_noslip.csv is a plain-demo run (SFT 0.367 of 90 held-out repos);
-agent_curve_gpt2.csv is ``--arch gpt2``: 0.156, as it copied an edit's digits at chance,
-bench/agent_copy.py)
+metrics/agent_curve_noslip.csv is a plain-demo run (no slipping demos);
+agent_curve_gpt2.csv is ``--arch gpt2``, which resolves far fewer, as it copied an edit's
+digits at chance (bench/agent_copy.py)
 
 Everything is the library the stages call, in process: synthetic repositories
-(``codeloop.data.repos.synth``: training repos from seed 0, held-out repos from seed 1000,
+(``codeloop.data.repos.synth``: training repos from seed=0, held-out repos from seed=1000,
 never the same repository), the embedded tokenizer trained on them
 (``codeloop.policy.agent_format.repo_corpus``), SFT on function tasks plus the scripted
 expert's episodes played through the real ``AgentEnv`` (``codeloop.rollout.demos``), then
@@ -30,7 +29,7 @@ resolved rate (judge on the final diff) with its SE over tasks and the paired pe
 change since the SFT policy, plus average steps, tool-call success rate and the share of
 episodes that ran the tests before submitting. Every seed is fixed; r1's SFT policy was the
 committed run's bit for bit, yet their GRPO iterations drift apart (cause not found), and the
-2,000-demo SFT gave 0.35 and 0.42 in two sessions: compare iterations within one run. The
+2,000-demo SFT differed between two sessions: compare iterations within one run. The
 baseline in the same run is iteration 0 (the SFT policy); a rise counts only beyond two paired
 standard errors.
 """
@@ -53,6 +52,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from codeloop.agent.env import AgentEnv  # noqa: E402
+from codeloop.agent.executor import copy_task_envs  # noqa: E402
 from codeloop.agent.judge import judge_many  # noqa: E402
 from codeloop.config import load_params  # noqa: E402
 from codeloop.data.generator import generate_tasks  # noqa: E402
@@ -68,8 +68,9 @@ from codeloop.policy.agent_format import repo_corpus  # noqa: E402
 from codeloop.policy.model import Policy, build_embedded  # noqa: E402
 from codeloop.policy.sft import run_sft  # noqa: E402
 from codeloop.rewards.repo import score_repo_trajectories  # noqa: E402
-from codeloop.rollout.agent_episodes import agent_envs_root, run_agent_rollout  # noqa: E402
+from codeloop.rollout.context import EpisodeContext  # noqa: E402
 from codeloop.rollout.demos import expert_demos  # noqa: E402
+from codeloop.rollout.kinds import run_episodes  # noqa: E402
 from codeloop.sandbox import make_executor  # noqa: E402
 from codeloop.train.trainer import train_grpo  # noqa: E402
 
@@ -87,7 +88,7 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--train-repo-tasks", type=int, default=500)
-    ap.add_argument("--heldout", type=int, default=360, help="held-out repo tasks (seed 1000)")
+    ap.add_argument("--heldout", type=int, default=360, help="held-out repo tasks (generated with seed=1000)")
     ap.add_argument("--show", type=int, default=1, help="SFT episodes printed (diagnosis)")
     ap.add_argument(
         "--knob",
@@ -114,7 +115,7 @@ def _args() -> argparse.Namespace:
         "--arch",
         choices=["gpt2", "llama"],
         default="llama",
-        help="policy_init.arch of the SFT model (gpt2 copied an edit's digits at chance: 0.156)",
+        help="policy_init.arch of the SFT model (gpt2 copied an edit's digits at chance)",
     )
     ap.add_argument("--functions", type=int, default=600, help="function tasks for SFT")
     ap.add_argument("--sft-steps", type=int, default=1000)
@@ -157,8 +158,8 @@ def _eval(policy, heldout, env, ex, repos, p, a, base=None, show=0) -> dict:
         "samples_per_task": a.eval_samples, "temperature": p.evaluate.temperature,
         "top_p": 1.0, "agent_max_new_tokens": p.evaluate.agent_max_new_tokens, "seed": 0,
     })
-    trajs = run_agent_rollout(heldout, policy, env, cfg, p.agent, dataset_version="agent-curve",
-                              iteration=0)
+    ctx = EpisodeContext(cfg, "agent-curve", 0, p.sandbox.timeout_s, agent=p.agent)
+    trajs = run_episodes(heldout, policy, ex, ctx, agent_env=env)
     by_id = {t.task_id: t for t in heldout}
     verdicts = judge_many([(by_id[t.task_id], t.final_diff) for t in trajs], repos, ex)
     resolved = [v.resolved for v in verdicts]
@@ -276,7 +277,7 @@ def main() -> int:
         repos = f"{tmp}/repos"
         for files in {**trees, **htrees}.values():
             store_files(files, repos)
-        envs = agent_envs_root(train + grpo + heldout, f"{tmp}/none", f"{tmp}/envs")
+        envs = copy_task_envs(train + grpo + heldout, f"{tmp}/none", f"{tmp}/envs")
         ex = make_executor(p.sandbox, workspaces=True, envs_root=envs)
         env = AgentEnv(ex, p.agent, repos)
         policy = _init_policy(a, p, ex, repos, funcs, train)
@@ -297,8 +298,8 @@ def main() -> int:
             pool = (grpo + grpo)[start : start + a.pool]
             rcfg = p.rollout.model_copy(update={"seed": p.rollout.seed + it, "iteration": it,
                                                 "temperature": a.temperature or p.rollout.temperature})
-            trajs = run_agent_rollout(pool, policy, env, rcfg, p.agent,
-                                      dataset_version="agent-curve", iteration=it)
+            ctx = EpisodeContext(rcfg, "agent-curve", it, p.sandbox.timeout_s, agent=p.agent)
+            trajs = run_episodes(pool, policy, ex, ctx, agent_env=env)
             scored = score_repo_trajectories(trajs, by_id, "v3", ex, repos)
             ok = [t for t in scored if not t.infra_error]
             nxt = Path(tmp) / f"iter-{it:04d}"

@@ -4,7 +4,7 @@ Run: ``.venv/bin/python bench/learning_curve.py [--iterations 6] [--out metrics/
 
 Everything is the library the stages call, in process: synthetic tasks
 (``codeloop.data.generator``), the embedded tiny GPT-2 with its SFT warm start
-(``codeloop.policy.model`` + ``codeloop.policy.sft``), ``codeloop.rollout.episodes.run_rollout`` on the real
+(``codeloop.policy.model`` + ``codeloop.policy.sft``), ``codeloop.rollout.kinds.run_episodes`` on the real
 sandbox, ``codeloop.rewards.score_trajectories`` (params ``reward.version``),
 ``codeloop.train.trainer.train_grpo`` (params ``train``; each iteration loads the previous
 candidate, as the nightly loop does) and ``codeloop.evaluate.metrics.evaluate_sets`` on a
@@ -16,8 +16,8 @@ frac_reward_zero_std, as a CSV that DVC can plot (``dvc plots show <csv> -x iter
 GRPO's tasks (default): each iteration rolls out a new slice of ``--pool`` tasks from
 ``--fresh`` extra generated tasks that SFT never saw, so every train reward is itself
 measured on unseen tasks at the rollout temperature. Why not SFT's own tasks: SFT
-memorises them (pass 0.93 at T 0.7, 72% of groups tied), and GRPO on a small fixed pool
-learns that pool (train reward 0.70 -> 0.81) while held-out pass@1 falls. ``--fixed-pool``
+memorises them (nearly every sample passes and most groups tie), and GRPO on a small fixed
+pool learns that pool (its train reward rises) while held-out pass@1 falls. ``--fixed-pool``
 and ``--fresh 0`` bring those setups back.
 
 Noise control (the figure is a difference of a few points, so it must be measured,
@@ -28,7 +28,7 @@ since the SFT policy; every seed is fixed, so a rerun gives the same rows. Row k
 reward is of the rollouts that row k's update trained on, i.e. of the policy after k-1
 iterations.
 
-Variants (issue 16, part 7; ``bench/learning_curve_variants.sh``): runs from one saved SFT
+Variants (``bench/learning_curve_variants.sh``): runs from one saved SFT
 policy (``--init``) with one cached iteration-0 evaluation (``--base-cache``) differ only
 in their params (``--set train.replay.fraction=0.5``, ``--steps 8``, ...), so they share
 held-out tasks, slices and seeds. Each appends its rows to ``--variants-out`` as they end
@@ -67,7 +67,8 @@ from codeloop.data.generator import generate_tasks  # noqa: E402
 from codeloop.policy.model import Policy, build_embedded  # noqa: E402
 from codeloop.policy.sft import run_sft  # noqa: E402
 from codeloop.rewards import score_trajectories  # noqa: E402
-from codeloop.rollout.episodes import run_rollout  # noqa: E402
+from codeloop.rollout.context import EpisodeContext  # noqa: E402
+from codeloop.rollout.kinds import run_episodes  # noqa: E402
 from codeloop.sandbox import make_executor  # noqa: E402
 from codeloop.train.trainer import train_grpo  # noqa: E402
 
@@ -105,8 +106,8 @@ def _args() -> argparse.Namespace:
         "--fresh", type=int, default=2560,
         help="draw GRPO's tasks from this many extra generated tasks that SFT never saw "
         "(0: from SFT's own training tasks). 2560 = 10 slices of 256 with one depth mix "
-        "(83%% depth 2, 17%% depth 3); past ~3600 the generator has no depth-2 programs left "
-        "and a slice of depth 3 alone drops train reward by half",
+        "(83%% depth 2, 17%% depth 3); a much larger pool exhausts the generator's depth-2 "
+        "programs, and a slice of depth 3 alone has a far lower train reward",
     )
     ap.add_argument("--sft-steps", type=int, default=None, help="override sft.steps")
     ap.add_argument("--steps", type=int, default=None, help="override train.steps")
@@ -154,10 +155,10 @@ def _params(a: argparse.Namespace):
     upd = {"train": p.train.model_copy(update=train)}
     if a.group:
         upd["rollout"] = p.rollout.model_copy(update={"samples_per_task": a.group})
-    # pass@1 from several samples per held-out task: 60 tasks x 1 sample moves by ~6
-    # points between two evaluations of the *same* policy, more than GRPO moves it.
-    # Held-out answers get the rollout's token budget: every reference body is <= 46
-    # tokens, so a longer answer is wrong either way, and one runaway row would keep
+    # pass@1 from several samples per held-out task: with one sample of a few dozen tasks
+    # two evaluations of the *same* policy differ by more than GRPO moves it.
+    # Held-out answers get the rollout's token budget: every reference body fits in it,
+    # so a longer answer is wrong either way, and one runaway row would keep
     # its whole generation batch running to evaluate.max_new_tokens.
     upd["evaluate"] = p.evaluate.model_copy(
         update={"samples_per_task": a.eval_samples, "max_new_tokens": p.rollout.max_new_tokens}
@@ -245,10 +246,8 @@ def _iterate(a, p, it, state, executor, heldout, by_id, base):
     start = 0 if a.fixed_pool else (it - 1) * a.pool % len(rl_tasks)
     pool = (rl_tasks + rl_tasks)[start : start + a.pool]
     rcfg = p.rollout.model_copy(update={"seed": p.rollout.seed + it, "iteration": it})
-    trajs = run_rollout(
-        pool, state["policy"], executor, rcfg, timeout_s=p.sandbox.timeout_s,
-        dataset_version="learning-curve", iteration=it,
-    )
+    ctx = EpisodeContext(rcfg, "learning-curve", it, p.sandbox.timeout_s)
+    trajs = run_episodes(pool, state["policy"], executor, ctx)
     scored = score_trajectories(trajs, by_id, p.reward.version, executor)
     archive = Path(tmp) / "archive"
     archived = query(archive) if archive.exists() else []  # earlier nights, as the stage reads

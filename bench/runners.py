@@ -3,7 +3,7 @@
 Run: ``python bench/runners.py [--tasks 16] [--samples 4] [--chunks 4] [--repeat 1]``
 
 The same run four times — same tiny embedded policy, same synthetic tasks, same seed,
-same chunking — through ``codeloop.rollout.scaleout.fan_out_rollout`` (codeloop.rollout.episodes.run_rollout
+same chunking — through ``codeloop.rollout.scaleout.fan_out_rollout`` (codeloop.rollout.kinds.run_episodes
 then codeloop.rewards.score_trajectories v1 on the real sandbox, per chunk) on: one
 thread (the baseline), two threads of this process (generation no longer serialised:
 rows sample from their own generators), a Dask LocalCluster of 1 worker process, and
@@ -11,7 +11,7 @@ one of 2 worker processes. Printed side by side: wall seconds (LocalCluster star
 stage pays it), trajectories/s, the speed-up over the baseline and the start-up alone
 (measured separately: cluster up, workers import torch/transformers, down); and whether every
 engine returned identical rows. On a 2-core machine the sandbox children compete with
-the workers for the same cores, so expect well under 2x.
+the workers for the same cores, so expect well under a linear speed-up.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from codeloop.config import (  # noqa: E402
 )
 from codeloop.data.generator import generate_tasks  # noqa: E402
 from codeloop.rewards.fanout import score_rows  # noqa: E402
+from codeloop.rollout.context import EpisodeContext  # noqa: E402
 from codeloop.rollout.runners import fan_out  # noqa: E402
 from codeloop.rollout.scaleout import fan_out_rollout  # noqa: E402
 
@@ -54,8 +55,8 @@ def _rows(trajs) -> list:
 def _warm(policy_dir: str) -> int:
     """What a fresh worker pays before its first chunk: imports and a first policy load.
 
-    (The first Policy.load in a process pulls in most of transformers lazily: measured
-    ~10 s of a cold Dask worker's first chunk on a loaded 2-core machine.)
+    (The first Policy.load in a process pulls in most of transformers lazily: most
+    of a cold Dask worker's first chunk on a loaded machine.)
     """
     import codeloop.rewards  # noqa: F401
     from codeloop.policy.model import Policy
@@ -97,11 +98,10 @@ def main() -> int:
             trajs = fan_out_rollout(
                 tasks,
                 policy_dir,
-                rollout=rollout,
+                EpisodeContext.of(rollout, SandboxConfig(), "bench"),
                 sandbox=SandboxConfig(),
                 score=partial(score_rows, reward=RewardConfig(version="v1")),
                 runner=runner,
-                dataset_version="bench",
                 n_chunks=args.chunks,
             )
             best = min(best, time.perf_counter() - t0)

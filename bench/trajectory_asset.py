@@ -37,6 +37,7 @@ from codeloop.data.archive import append_night  # noqa: E402
 from codeloop.data.generator import generate_tasks  # noqa: E402
 from codeloop.io import read_trajectories, write_trajectories  # noqa: E402
 from codeloop.rewards.fanout import fan_out_score  # noqa: E402
+from codeloop.rollout.context import EpisodeContext  # noqa: E402
 from codeloop.rollout.resume import ShardStore  # noqa: E402
 from codeloop.rollout.scaleout import fan_out_rollout  # noqa: E402
 
@@ -45,10 +46,12 @@ CHILD = """
 import sys
 from codeloop.config import RolloutConfig, RunnerConfig, SandboxConfig
 from codeloop.data.generator import generate_tasks
+from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.scaleout import fan_out_rollout
 fan_out_rollout(generate_tasks(int(sys.argv[4]), seed=5, max_depth=1), sys.argv[1],
-                rollout=RolloutConfig.model_validate_json(sys.argv[2]), sandbox=SandboxConfig(),
-                runner=RunnerConfig(kind="threads", workers=1), dataset_version="bench",
+                EpisodeContext.of(RolloutConfig.model_validate_json(sys.argv[2]), SandboxConfig(),
+                                  "bench"),
+                sandbox=SandboxConfig(), runner=RunnerConfig(kind="threads", workers=1),
                 resume_dir=sys.argv[3])
 """
 
@@ -69,10 +72,9 @@ def _timed_rollout(tasks, policy, cfg, resume_dir="") -> tuple[list, float]:
     rows = fan_out_rollout(
         tasks,
         policy,
-        rollout=cfg,
+        EpisodeContext.of(cfg, SandboxConfig(), "bench"),
         sandbox=SandboxConfig(),
         runner=RunnerConfig(kind="threads", workers=1),
-        dataset_version="bench",
         resume_dir=str(resume_dir),
     )
     return rows, time.perf_counter() - t0

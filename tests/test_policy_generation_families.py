@@ -7,10 +7,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from codeloop.config import RolloutConfig
 from codeloop.policy.model import Policy
 from codeloop.policy.sft import run_sft
 from codeloop.policy.tiny import build_model, build_tokenizer
-from codeloop.rollout.episodes import is_prompt_too_long, run_rollout
+from codeloop.rollout.context import EpisodeContext
+from codeloop.rollout.function_env import is_prompt_too_long
+from codeloop.rollout.kinds import run_episodes
 from codeloop.schema import Task
 
 TASK = Task(
@@ -56,10 +59,8 @@ def test_generation_stops_at_the_templates_end_of_turn_after_sft(policy):
 
 def test_a_prompt_longer_than_the_context_is_a_counted_error_row(policy):
     small = _policy(policy.name.split("-")[1], max_position_embeddings=16)
-    cfg = SimpleNamespace(
-        samples_per_task=2, max_steps=1, temperature=1.0, top_p=1.0, repetition_penalty=1.0,
-        max_new_tokens=4, batch_size=4, seed=0,
-    )
-    rows = run_rollout([TASK], small, None, cfg, timeout_s=1.0, dataset_version="d", iteration=0)
+    cfg = RolloutConfig(samples_per_task=2, max_steps=1, top_p=1.0, max_new_tokens=4,
+                        batch_size=4, seed=0)
+    rows = run_episodes([TASK], small, None, EpisodeContext(cfg, "d", 0, 1.0))
     assert [is_prompt_too_long(t) for t in rows] == [True, True]
     assert all(t.terminal_reason == "error" and sum(t.loss_mask) == 0 for t in rows)

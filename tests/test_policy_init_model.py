@@ -175,7 +175,9 @@ def test_prompt_longer_than_context_yields_a_context_finish(policy):
 
 
 def test_sft_examples_mask_nothing_but_keep_prompt_length(policy, tasks):
-    ids, n_prompt = sft_examples(policy, tasks[:1], 256)[0]
+    ids, mask = sft_examples(policy, tasks[:1], 256)[0]
+    n_prompt = mask.index(1)
+    assert mask == [0] * n_prompt + [1] * (len(ids) - n_prompt)
     assert ids[:n_prompt] == policy.encode(P.task_prompt(tasks[0]))
     assert ids[-1] == policy.encode(P.END)[0]
 

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from codeloop.agent.env import AgentEnv
+from codeloop.agent.executor import copy_task_envs
 from codeloop.config import AgentConfig, RolloutConfig, SandboxConfig
 from codeloop.data.repos.expert import expert_calls
 from codeloop.data.repos.store import store_files
@@ -16,8 +17,9 @@ from codeloop.data.repos.synth import generate_repo_tasks
 from codeloop.policy.agent_format import CompactAgentFormat, repo_corpus
 from codeloop.policy.model import Policy, train_tokenizer
 from codeloop.policy.sft import run_sft
-from codeloop.rollout.agent_episodes import agent_envs_root, run_agent_rollout, run_mixed_rollout
+from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.demos import expert_demos
+from codeloop.rollout.kinds import run_episodes
 from codeloop.sandbox import make_executor
 from codeloop.schema import TERMINAL_REASONS
 
@@ -31,7 +33,7 @@ def world(tmp_path_factory):
     repos = root / "repos"
     for files in trees.values():
         store_files(files, repos)
-    envs = agent_envs_root(tasks, str(root / "clean_envs"), str(root / "envs"))
+    envs = copy_task_envs(tasks, str(root / "clean_envs"), str(root / "envs"))
     ex = make_executor(SandboxConfig(workers=2, timeout_s=30.0), workspaces=True, envs_root=envs)
     env = AgentEnv(ex, AGENT, str(repos))
     yield SimpleNamespace(tasks=tasks, repos=str(repos), ex=ex, env=env, envs=envs)
@@ -53,11 +55,15 @@ def _cfg(**kw):
     return RolloutConfig(**{**base, **kw})
 
 
+def _ctx(world, cfg, iteration):
+    return EpisodeContext(cfg, "dv", iteration, 30.0, agent=AGENT, repos_dir=world.repos)
+
+
 @pytest.fixture(scope="module")
 def untrained(world):
     policy = _policy(world)
-    trajs = run_agent_rollout(world.tasks, policy, world.env, _cfg(), AGENT,
-                              dataset_version="dv", iteration=2)
+    trajs = run_episodes(world.tasks, policy, world.ex, _ctx(world, _cfg(), 2),
+                         agent_env=world.env)
     return policy, trajs
 
 
@@ -126,9 +132,9 @@ def taught(world):
     sft = SimpleNamespace(steps=120, batch_size=2, lr=3e-3, warmup_steps=5, max_len=1024,
                           revise_fraction=0.0, agent_fraction=0.5, seed=0)
     run_sft(policy, [], sft, demos=demos)
-    trajs = run_agent_rollout(world.tasks, policy, world.env,
-                              _cfg(temperature=0.05, agent_max_new_tokens=96), AGENT,
-                              dataset_version="dv", iteration=0)
+    trajs = run_episodes(world.tasks, policy, world.ex,
+                         _ctx(world, _cfg(temperature=0.05, agent_max_new_tokens=96), 0),
+                         agent_env=world.env)
     return demos, report, trajs
 
 
@@ -156,9 +162,9 @@ def test_rollout_agent_mixed_chunk_keeps_task_order(world):
     funcs = generate_tasks(2, seed=1)
     tasks = [funcs[0], world.tasks[0], funcs[1]]
     policy = _policy(world, n_positions=1024)
-    trajs = run_mixed_rollout(tasks, policy, world.ex, _cfg(samples_per_task=1, max_new_tokens=8),
-                              timeout_s=5.0, dataset_version="dv", iteration=0, agent_cfg=AGENT,
-                              repos_dir=world.repos)
+    ctx = EpisodeContext(_cfg(samples_per_task=1, max_new_tokens=8), "dv", 0, 5.0, agent=AGENT,
+                         repos_dir=world.repos)
+    trajs = run_episodes(tasks, policy, world.ex, ctx)
     assert [t.task_id for t in trajs] == [t.task_id for t in tasks]
     assert [bool(t.actions and t.actions[0].action_type == "tool") for t in trajs] == [
         False, True, False,

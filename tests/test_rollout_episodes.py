@@ -14,7 +14,9 @@ from codeloop.io import read_trajectories, write_trajectories
 from codeloop.policy import prompts as P
 from codeloop.policy.model import build_embedded
 from codeloop.policy.sft import run_sft
-from codeloop.rollout.episodes import rollout_metrics, run_rollout
+from codeloop.rollout.context import EpisodeContext
+from codeloop.rollout.kinds import run_episodes
+from codeloop.rollout.summary import rollout_metrics
 from codeloop.sandbox import make_executor
 from codeloop.sandbox.base import SandboxError
 
@@ -60,8 +62,7 @@ def executor():
 
 @pytest.fixture(scope="module")
 def trajs(policy, executor, task, broken_task):
-    return run_rollout([task, broken_task], policy, executor, CFG, timeout_s=2.0,
-                       dataset_version="ds-1", iteration=4)
+    return run_episodes([task, broken_task], policy, executor, EpisodeContext(CFG, "ds-1", 4, 2.0))
 
 
 def test_every_prompt_key_group_has_samples_per_task_rows(trajs):
@@ -148,8 +149,7 @@ class _BrokenExecutor:
 
 
 def test_sandbox_failure_marks_infra_error_and_keeps_the_group_whole(policy, task):
-    out = run_rollout([task], policy, _BrokenExecutor(), CFG, timeout_s=1.0,
-                      dataset_version="d", iteration=0)
+    out = run_episodes([task], policy, _BrokenExecutor(), EpisodeContext(CFG, "d", 0, 1.0))
     assert len(out) == CFG.samples_per_task
     assert all(t.terminal_reason == "infra_error" and "zygote died" in t.infra_error for t in out)
     assert not any(t.done for t in out)

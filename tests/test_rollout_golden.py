@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from codeloop.agent.env import AgentEnv
+from codeloop.agent.executor import copy_task_envs
 from codeloop.config import (
     AgentConfig,
     Params,
@@ -32,8 +33,9 @@ from codeloop.data.repos.synth import generate_repo_tasks
 from codeloop.policy.agent_format import repo_corpus
 from codeloop.policy.model import Policy, build_embedded, train_tokenizer
 from codeloop.policy.sft import run_sft
-from codeloop.rollout.agent_episodes import agent_envs_root, run_mixed_rollout
+from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.demos import expert_demos
+from codeloop.rollout.kinds import run_episodes
 from codeloop.sandbox import make_executor
 
 GOLDEN = Path(__file__).parent / "data" / "rollout_golden.jsonl"
@@ -94,19 +96,17 @@ def rows(tmp_path_factory):
     repos = root / "repos"
     for files in trees.values():
         store_files(files, repos)
-    envs = agent_envs_root(repo_tasks, str(root / "clean_envs"), str(root / "envs"))
+    envs = copy_task_envs(repo_tasks, str(root / "clean_envs"), str(root / "envs"))
     ex = make_executor(SandboxConfig(workers=2, timeout_s=30.0), workspaces=True, envs_root=envs)
     try:
         task, broken = _function_tasks()
         func_policy = _function_policy(task)
         cfg = RolloutConfig(samples_per_task=2, max_steps=3, temperature=0.7, max_new_tokens=48,
                             agent_max_new_tokens=96, seed=3)
-        out = run_mixed_rollout([task, broken], func_policy, ex, cfg, timeout_s=5.0,
-                                dataset_version="dv-golden", iteration=4)
+        ctx = EpisodeContext(cfg, "dv-golden", 4, 5.0, agent=AGENT, repos_dir=str(repos))
+        out = run_episodes([task, broken], func_policy, ex, ctx)
         agent_policy = _agent_policy(repo_tasks, str(repos), AgentEnv(ex, AGENT, str(repos)))
-        out += run_mixed_rollout(repo_tasks, agent_policy, ex, cfg, timeout_s=5.0,
-                                 dataset_version="dv-golden", iteration=4, agent_cfg=AGENT,
-                                 repos_dir=str(repos))
+        out += run_episodes(repo_tasks, agent_policy, ex, ctx)
     finally:
         ex.close()
     return _rows(out)

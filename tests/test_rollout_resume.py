@@ -20,6 +20,7 @@ import pytest
 from codeloop.config import PolicyInitConfig, RolloutConfig, RunnerConfig, SandboxConfig
 from codeloop.data.generator import generate_tasks
 from codeloop.io import read_trajectories, write_trajectories
+from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.resume import ShardStore, shard_key
 from codeloop.rollout.scaleout import fan_out_rollout
 from tests._toy_pipeline import REPO_ROOT
@@ -35,10 +36,12 @@ CHILD = """
 import sys
 from codeloop.config import RolloutConfig, RunnerConfig, SandboxConfig
 from codeloop.data.generator import generate_tasks
+from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.scaleout import fan_out_rollout
 fan_out_rollout(generate_tasks({n}, seed=5, max_depth=1), sys.argv[1],
-                rollout=RolloutConfig.model_validate_json(sys.argv[2]), sandbox=SandboxConfig(),
-                runner=RunnerConfig(kind="threads", workers=1), dataset_version="tiny",
+                EpisodeContext.of(RolloutConfig.model_validate_json(sys.argv[2]), SandboxConfig(),
+                                  "tiny"),
+                sandbox=SandboxConfig(), runner=RunnerConfig(kind="threads", workers=1),
                 resume_dir=sys.argv[3])
 """
 
@@ -47,10 +50,9 @@ def _rollout(policy_dir: str, resume_dir) -> list:
     return fan_out_rollout(
         generate_tasks(N_TASKS, seed=5, max_depth=1),
         policy_dir,
-        rollout=ROLLOUT,
+        EpisodeContext.of(ROLLOUT, SandboxConfig(), "tiny"),
         sandbox=SandboxConfig(),
         runner=RunnerConfig(kind="threads", workers=1),
-        dataset_version="tiny",
         resume_dir=str(resume_dir),
     )
 
@@ -136,10 +138,9 @@ def test_a_resume_dir_with_a_score_function_is_refused(tmp_path):
         fan_out_rollout(
             [],
             str(tmp_path),
-            rollout=ROLLOUT,
+            EpisodeContext.of(ROLLOUT, SandboxConfig(), "tiny"),
             sandbox=SandboxConfig(),
             score=lambda *a: a,
             runner=RunnerConfig(),
-            dataset_version="tiny",
             resume_dir=str(tmp_path / "r"),
         )

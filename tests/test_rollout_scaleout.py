@@ -29,6 +29,7 @@ from codeloop.config import (
 from codeloop.data.generator import generate_tasks
 from codeloop.paths import Paths
 from codeloop.rewards.fanout import score_rows
+from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.scaleout import fan_out_rollout
 
 pytestmark = pytest.mark.slow
@@ -58,11 +59,10 @@ def _rollout(tasks, policy_dir, runner: RunnerConfig):
     return fan_out_rollout(
         tasks,
         policy_dir,
-        rollout=ROLLOUT,
+        EpisodeContext.of(ROLLOUT, SandboxConfig(), "tiny"),
         sandbox=SandboxConfig(),
         score=partial(score_rows, reward=RewardConfig(version="v1")),
         runner=runner,
-        dataset_version="tiny",
         n_chunks=2,
     )
 
@@ -104,11 +104,10 @@ def test_one_chunk_samples_the_rows_of_two_chunks(tiny, threaded):
     one = fan_out_rollout(
         tasks,
         policy_dir,
-        rollout=ROLLOUT,
+        EpisodeContext.of(ROLLOUT, SandboxConfig(), "tiny"),
         sandbox=SandboxConfig(),
         score=partial(score_rows, reward=RewardConfig(version="v1")),
         runner=RunnerConfig(kind="threads", workers=1),
-        dataset_version="tiny",
     )
     # Tokens, texts, statuses and rewards are equal; log-probs only up to float rounding
     # (a batch of other rows pads differently, and that changes matmul rounding).

@@ -27,6 +27,7 @@ from codeloop.config import (
 from codeloop.data.generator import generate_tasks
 from codeloop.io import read_trajectories, write_tasks, write_trajectories
 from codeloop.rewards.fanout import fan_out_score
+from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.resume import ShardStore
 from codeloop.rollout.scaleout import fan_out_rollout
 from tests._toy_pipeline import REPO_ROOT
@@ -78,10 +79,9 @@ def killed_and_resumed(tmp_path_factory):
     rows = fan_out_rollout(
         tasks,
         str(root / "policy"),
-        rollout=ROLLOUT,
+        EpisodeContext.of(ROLLOUT, SandboxConfig(), "tiny"),
         sandbox=SandboxConfig(),
         runner=RunnerConfig(kind="threads", workers=1),
-        dataset_version="tiny",
     )
     write_trajectories(root / "rollouts", rows, jsonl_export=False)
     write_tasks(root / "tasks.parquet", tasks)

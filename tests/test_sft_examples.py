@@ -11,7 +11,7 @@ from codeloop.data.generator import generate_tasks, wrong_solution
 from codeloop.policy import prompts as P
 from codeloop.policy.model import Policy, train_tokenizer
 from codeloop.policy.sft import length_grouped_batches, sft_examples
-from codeloop.rollout.episodes import feedback_for
+from codeloop.rollout.function_env import feedback_for
 from codeloop.sandbox import make_executor
 from codeloop.sandbox.base import ExecJob
 from codeloop.sandbox.values import short_repr
@@ -61,9 +61,11 @@ def test_wrong_solution_is_none_for_a_task_not_from_the_generator(tasks):
 def test_revise_examples_train_on_the_reference_after_the_feedback(policy, tasks):
     plain = sft_examples(policy, tasks, 512)
     both = sft_examples(policy, tasks, 512, revise_fraction=1.0)
-    revise = [(ids, n) for ids, n in both if (ids, n) not in plain]
+    revise = [(ids, m) for ids, m in both if (ids, m) not in plain]
     assert len(plain) == len(tasks) and len(revise) == len(tasks)
-    for (ids, n), task in zip(revise, tasks, strict=True):
+    for (ids, mask), task in zip(revise, tasks, strict=True):
+        n = mask.index(1)
+        assert mask == [0] * n + [1] * (len(ids) - n)
         sig = P.signature(task)
         context = policy.tokenizer.decode(ids[:n])
         assert context.startswith(P.task_prompt(task)) and context.endswith(P.REVISE + sig)

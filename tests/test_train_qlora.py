@@ -203,12 +203,14 @@ def _first_night_gap(base_dir, quantize) -> float:
     loaded with ``quantize``, the trainer scoring it on the base train loads (4-bit)."""
     from codeloop.config import RolloutConfig, RunnerConfig, SandboxConfig
     from codeloop.data.generator import generate_tasks
-    from codeloop.rollout.scaleout import fan_out_rollout
+    from codeloop.rollout.context import EpisodeContext
+    from codeloop.rollout.scaleout import PolicySource, fan_out_rollout
 
     rollout = RolloutConfig(samples_per_task=2, max_steps=1, max_new_tokens=12, batch_size=8)
     trajs = fan_out_rollout(
-        generate_tasks(2, seed=5, max_depth=1), str(base_dir), rollout=rollout,
-        sandbox=SandboxConfig(), runner=RunnerConfig(), dataset_version="t", quantize=quantize,
+        generate_tasks(2, seed=5, max_depth=1), PolicySource(str(base_dir), quantize=quantize),
+        EpisodeContext.of(rollout, SandboxConfig(), "t"), sandbox=SandboxConfig(),
+        runner=RunnerConfig(),
     )
     trainer = Policy.load(base_dir, training_quantize(base_dir, CFG.lora))
     enable_lora(trainer, CFG.lora)  # the trainer's view: adapters at zero

@@ -1,7 +1,7 @@
 """Frozen-set evaluation: pass@k with the unbiased estimator and the agent metrics.
 
 The policy runs on each frozen set as it runs in training (multi-turn self-debugging on
-the *visible* tests, through `codeloop.rollout.episodes.run_rollout`), then the trusted parent
+the *visible* tests, through `codeloop.rollout.kinds.run_episodes`), then the trusted parent
 re-judges every episode's final code on the visible and the hidden tests separately. A
 sample is correct when it passes both; pass@k counts those.
 
@@ -222,12 +222,11 @@ def eval_rollout_config(cfg: EvaluateConfig) -> RolloutConfig:
 def _evaluate_repo_set(policy, tasks, executor, rcfg, agent, iteration, dataset_version):
     """A frozen repository set: agent episodes, each final diff judged by `agent.judge`."""
     from codeloop.evaluate.agent_metrics import agent_set_metrics, agent_summary
-    from codeloop.rollout.agent_episodes import run_agent_rollout
+    from codeloop.rollout.context import EpisodeContext
+    from codeloop.rollout.kinds import run_episodes
 
-    trajs = run_agent_rollout(
-        tasks, policy, agent.env, rcfg, agent.cfg,
-        dataset_version=dataset_version, iteration=iteration,
-    )
+    ctx = EpisodeContext(rcfg, dataset_version, iteration, 0.0, agent=agent.cfg)
+    trajs = run_episodes(tasks, policy, None, ctx, agent_env=agent.env)
     by_id = {t.task_id: t for t in tasks}
     live = [i for i, t in enumerate(trajs) if not t.infra_error]
     verdicts = agent.judge(
@@ -271,7 +270,8 @@ def evaluate_sets(
     ``critic`` and more than one sample per task, each set also reports
     ``pass@1_critic`` (critic-guided selection).
     """
-    from codeloop.rollout.episodes import run_rollout  # the policy engineer's module; heavy (torch)
+    from codeloop.rollout.context import EpisodeContext  # the policy's side; heavy (torch)
+    from codeloop.rollout.kinds import run_episodes
 
     if training_tasks is not None:
         check_no_leak(sets, training_tasks)
@@ -291,15 +291,8 @@ def evaluate_sets(
             out["sets"][name], out["pass_rates"][name] = m, rates
             out.setdefault("agent", {})[name] = summary
             continue
-        trajs = run_rollout(
-            tasks,
-            policy,
-            executor,
-            rcfg,
-            timeout_s=timeout_s,
-            dataset_version=dataset_version,
-            iteration=iteration,
-        )
+        ctx = EpisodeContext(rcfg, dataset_version, iteration, float(timeout_s or 0.0))
+        trajs = run_episodes(tasks, policy, executor, ctx)
         by_id = {t.task_id: t for t in tasks}
         episodes = judge_episodes(trajs, by_id, executor)
         out["sets"][name] = set_metrics(episodes, cfg.samples_per_task)

@@ -145,6 +145,10 @@ _PROPS = {s["function"]["name"]: s["function"]["parameters"]["properties"] for s
 assert tuple(_PROPS) == TOOLS, "TOOL_SCHEMAS must cover schema.TOOLS in order"
 
 
+# rubber_duck: what the model is asked after a failing run_tests.
+EXPLAIN_FAILURE = "Explain why the failing tests fail and which line is wrong:"
+
+
 class AgentParseError(ValueError):
     """The model's turn is not a well-formed tool call (an observation, not a crash)."""
 
@@ -273,6 +277,13 @@ class CompactAgentFormat(CompactFormat):
         """Ids after a call: the observation and the next turn's <|tool|> marker."""
         return self.encode(f"\n{P.OBS}{observation_text(obs)}\n{P.TOOL}")
 
+    # rubber_duck: a failing run_tests is followed by a prose explanation, then the call.
+    def explain_observation_ids(self, task: Task, obs: Observation) -> list[int]:
+        return self.encode(f"\n{P.OBS}{observation_text(obs)}\n{EXPLAIN_FAILURE}\n")
+
+    def next_call_ids(self, task: Task, stopped: bool = True) -> list[int]:
+        return self.encode(f"\n{P.TOOL}")
+
     def parse(self, text: str) -> dict:
         return parse_compact(text)
 
@@ -345,6 +356,13 @@ class ChatAgentFormat(ChatFormat):
 
     def observation_ids(self, task: Task, obs: Observation, stopped: bool = True) -> list[int]:
         return self.tool_result_ids(task, observation_text(obs), stopped=stopped)
+
+    def explain_observation_ids(self, task: Task, obs: Observation) -> list[int]:
+        text = f"{observation_text(obs)}\n\n{EXPLAIN_FAILURE} Prose only, no tool call."
+        return self.tool_result_ids(task, text, stopped=True)
+
+    def next_call_ids(self, task: Task, stopped: bool = True) -> list[int]:
+        return self._user_turn(task, "Now make your next tool call.", stopped)
 
     def parse(self, text: str) -> dict:
         return parse_chat(text)

@@ -35,6 +35,15 @@ SYSTEM = (
     "that defines the requested function. No explanation."
 )
 FIX = "Fix the code. Reply with exactly one ```python code block."
+EXPLAIN = (
+    "Before you fix it, explain in prose what the code does line by line and why the "
+    "failing test fails. No code."
+)
+TESTS = (
+    "First write only the tests: one ```python block of assert statements that pin the "
+    "requested behaviour. No implementation."
+)
+CODE_AFTER_TESTS = "Now write the function. Reply with exactly one ```python code block."
 # End-of-turn tokens of common chat templates (ChatML, Llama 3, Gemma, Phi-3); only
 # those the tokenizer has as single tokens count.
 END_OF_TURN = (
@@ -104,6 +113,31 @@ class CompactFormat:
     def extract(self, task: Task, text: str) -> str:
         return P.extract_code(text, prefix=P.signature(task))
 
+    # Episode modes' extra turns (codeloop.rollout.function_env): rubber_duck explains a
+    # failed run before its fix, tdd writes tests before its code.
+    def explain_ids(self, task: Task, feedback: dict, stopped: bool = True) -> list[int]:
+        return self.encode(P.explain_text(**feedback))
+
+    def fix_ids(self, task: Task, stopped: bool = True) -> list[int]:
+        return self.encode(f"\n{P.REVISE}{P.signature(task)}")
+
+    def tests_prompt(self, task: Task) -> str:
+        return P.tests_prompt(task)
+
+    def code_ids(self, task: Task, stopped: bool = True) -> list[int]:
+        return self.encode(f"\n{P.CODE}{P.signature(task)}")
+
+    def extract_tests(self, task: Task, text: str) -> str:
+        return P.extract_asserts(text)
+
+    def tests_answer_ids(self, task: Task, asserts: str) -> list[int]:
+        """The ids a model emits for its tests (SFT's completion of a tdd first turn)."""
+        return self.encode(asserts.rstrip() + "\n" + P.END)
+
+    def explanation_ids(self, task: Task, text: str) -> list[int]:
+        """The ids a model emits for a prose explanation (SFT's rubber_duck turn)."""
+        return self.encode(text.rstrip() + "\n" + P.END)
+
     def stop_ids(self) -> list[int]:
         ids = {self.tok.eos_token_id}
         end = self.encode(P.END)
@@ -149,6 +183,31 @@ class BaseFormat(CompactFormat):
 
     def stop_strings(self) -> list[str]:
         return list(BASE_STOPS)
+
+    def explain_ids(self, task: Task, feedback: dict, stopped: bool = True) -> list[int]:
+        lines = "".join(f"\n# Feedback: {line}" for line in P.feedback_body(**feedback).splitlines())
+        return self.encode(f"{lines}\n# {P.EXPLAIN_CUE}\n# ")
+
+    def fix_ids(self, task: Task, stopped: bool = True) -> list[int]:
+        return self.encode("\n# Revised solution:\n" + P.signature(task))
+
+    def tests_prompt(self, task: Task) -> str:
+        # A base model stops at a new assert line: it writes one assert after the cue.
+        lines = [f"# Task: {line}" for line in task.prompt.strip().splitlines()]
+        return "\n".join(lines) + f"\n# {P.TESTS_CUE}\nassert "
+
+    def code_ids(self, task: Task, stopped: bool = True) -> list[int]:
+        return self.encode("\n# Solution:\n" + P.signature(task))
+
+    def extract_tests(self, task: Task, text: str) -> str:
+        return P.extract_asserts("assert " + text.split("\n", 1)[0])
+
+    def tests_answer_ids(self, task: Task, asserts: str) -> list[int]:
+        first = asserts.split("\n", 1)[0]
+        return self.encode(first.removeprefix("assert ") + "\n" + (self.tok.eos_token or ""))
+
+    def explanation_ids(self, task: Task, text: str) -> list[int]:
+        return self.encode(text.rstrip() + "\n" + (self.tok.eos_token or ""))
 
 
 class ChatFormat(CompactFormat):
@@ -233,6 +292,33 @@ class ChatFormat(CompactFormat):
 
     def extract(self, task: Task, text: str) -> str:
         return extract_fenced(text)
+
+    def explain_ids(self, task: Task, feedback: dict, stopped: bool = True) -> list[int]:
+        return self._user_turn(task, P.feedback_body(**feedback) + "\n\n" + EXPLAIN, stopped)
+
+    def fix_ids(self, task: Task, stopped: bool = True) -> list[int]:
+        return self._user_turn(task, FIX, stopped)
+
+    def tests_prompt(self, task: Task) -> str:
+        msgs = self.messages(task)
+        msgs[-1] = {**msgs[-1], "content": msgs[-1]["content"] + "\n\n" + TESTS}
+        return self._render(msgs, generation_prompt=True)
+
+    def code_ids(self, task: Task, stopped: bool = True) -> list[int]:
+        return self._user_turn(task, CODE_AFTER_TESTS, stopped)
+
+    def extract_tests(self, task: Task, text: str) -> str:
+        return P.extract_asserts(text)
+
+    def tests_answer_ids(self, task: Task, asserts: str) -> list[int]:
+        return self._reply_ids(task, f"```python\n{asserts.strip()}\n```")
+
+    def explanation_ids(self, task: Task, text: str) -> list[int]:
+        return self._reply_ids(task, text.strip())
+
+    def _user_turn(self, task: Task, content: str, stopped: bool) -> list[int]:
+        tail = self._tail_after_reply(task, content, role="user")
+        return self.encode(self._strip_end(tail) if stopped else tail)
 
     def stop_ids(self) -> list[int]:
         ids = {self.tok.eos_token_id}

@@ -75,15 +75,14 @@ def completion_text(code: str, prefix: str = "") -> str:
     return code.rstrip() + "\n" + END
 
 
-def feedback_text(
+def feedback_body(
     status: str,
     failing_test: str = "",
     got: str = "",
     error: str = "",
     stderr: str = "",
-    prefix: str = "",
 ) -> str:
-    """Environment feedback after a failed run, ending with the revise marker.
+    """What a failed run on visible tests tells the model, one fact a line.
 
     Only visible information goes here: the status, the failing *visible* test, the
     value our code returned for it and the error message.
@@ -97,8 +96,45 @@ def feedback_text(
         lines.append(f"error: {error}")
     elif stderr:
         lines.append(f"stderr: {stderr.strip().splitlines()[-1] if stderr.strip() else ''}")
-    body = "\n".join(lines)[:MAX_FEEDBACK_CHARS]
+    return "\n".join(lines)[:MAX_FEEDBACK_CHARS]
+
+
+def feedback_text(
+    status: str,
+    failing_test: str = "",
+    got: str = "",
+    error: str = "",
+    stderr: str = "",
+    prefix: str = "",
+) -> str:
+    """Environment feedback after a failed run, ending with the revise marker."""
+    body = feedback_body(status, failing_test, got, error, stderr)
     return f"\n{FEEDBACK}{body}\n{REVISE}{prefix}"
+
+
+# rubber_duck: after a failed run the model explains before it revises.
+EXPLAIN_CUE = "Explain the code line by line and why the failing test fails:"
+# tdd: the model writes the tests first, from the statement alone.
+TESTS_CUE = "Tests that pin the requested behaviour, one assert per line:"
+
+
+def explain_text(**feedback: str) -> str:
+    """Feedback after a failed run that asks for a prose explanation (ended by END)."""
+    return f"\n{FEEDBACK}{feedback_body(**feedback)}\n{EXPLAIN_CUE}\n"
+
+
+def tests_prompt(task: Task) -> str:
+    """The first-turn prompt of a tdd episode: the statement, then the tests cue."""
+    return f"{TASK}{task.prompt.strip()}\n{TESTS_CUE}\n"
+
+
+def extract_asserts(text: str) -> str:
+    """The assert statements of a model's tests (fenced or raw), one per line."""
+    text = text.split(END, 1)[0]
+    blocks = [b for b in _FENCE.findall(text) if b.strip()]
+    source = "\n".join(blocks) if blocks else text
+    lines = [line.strip() for line in source.splitlines()]
+    return "".join(line + "\n" for line in lines if line.startswith("assert "))
 
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py|Python)?[ \t]*\n(.*?)(?:```|\Z)", re.S)

@@ -11,7 +11,7 @@ a plausible wrong program (`generator.wrong_solution`), the feedback the rollout
 show for it (`prompts.feedback_text`: status, failing visible test, got) and then the
 reference; loss on the reference only. Without them the model has never seen text after
 <|revise|> and the multi-turn fix essentially never succeeds. Token ids are the
-concatenation of separately encoded pieces, exactly as `codeloop.rollout.episodes` builds them.
+concatenation of separately encoded pieces, exactly as `codeloop.rollout.loop` builds them.
 
 Agent demonstrations (``sft.agent_fraction``): expert episodes on repository tasks,
 played through the real environment (codeloop.rollout.demos), rendered in the agent
@@ -37,12 +37,16 @@ GROUP_BATCHES = 8  # batches per length-sorted window (see length_grouped_batche
 
 
 def sft_examples(
-    policy: Policy, tasks: list[Task], max_len: int, revise_fraction: float = 0.0, seed: int = 0
-) -> list[tuple[list[int], int]]:
-    """(token ids, context length) per example that fits max_len; loss on ids[context:].
+    policy: Policy, tasks: list[Task], max_len: int, revise_fraction: float = 0.0, seed: int = 0,
+    mode: str = "self_debug",
+) -> list[tuple[list[int], list[int]]]:
+    """(token ids, loss mask) per example that fits max_len, in the layout of ``mode``.
 
     One first-turn example per task with a reference solution, plus a revise example for
-    about ``revise_fraction`` of the generated tasks (see the module docstring).
+    about ``revise_fraction`` of the generated tasks (see the module docstring). tdd
+    examples first write the task's visible asserts, then the code; rubber_duck revise
+    examples explain the failure (a templated explanation naming the failing test and
+    the value returned) before the fix.
     """
     rng = random.Random(f"sft-revise:{seed}")
     out = []
@@ -50,27 +54,60 @@ def sft_examples(
         if not t.reference_solution.strip():
             continue
         fmt = policy.format  # compact (embedded), chat (template) or base
-        prompt = fmt.prompt_ids(t)
+        ids, mask = _opening(fmt, t, mode)
         answer = fmt.answer_ids(t, t.reference_solution)
-        candidates = [(prompt, answer)]
+        candidates = [(ids + answer, mask + [1] * len(answer))]
         wrong = wrong_solution(t, rng) if rng.random() < revise_fraction else None
         if wrong is not None:
-            code, test, value = wrong
-            feedback = {"status": "failed", "failing_test": test, "got": short_repr(value)}
-            context = prompt + fmt.answer_ids(t, code) + fmt.feedback_ids(t, feedback)
-            candidates.append((context, answer))
-        for context, completion in candidates:
-            if len(context) + len(completion) <= max_len:
-                out.append((context + completion, len(context)))
+            candidates.append(_revise_example(fmt, t, wrong, ids, mask, answer, mode))
+        out += [(i, m) for i, m in candidates if len(i) <= max_len]
     return out
 
 
-def agent_examples(policy: Policy, demos: list, max_len: int) -> list[tuple[list[int], list[int]]]:
+def _opening(fmt, t: Task, mode: str) -> tuple[list[int], list[int]]:
+    """(ids, loss mask) of a first turn up to where the code starts."""
+    if mode != "tdd":
+        ids = fmt.prompt_ids(t)
+        return ids, [0] * len(ids)
+    prompt = fmt.encode(fmt.tests_prompt(t))
+    asserts = "".join(a.strip() + "\n" for a in t.visible_tests if a.startswith("assert "))
+    tests, cue = fmt.tests_answer_ids(t, asserts), fmt.code_ids(t)
+    return prompt + tests + cue, [0] * len(prompt) + [1] * len(tests) + [0] * len(cue)
+
+
+def _revise_example(fmt, t: Task, wrong, ids, mask, answer, mode: str):
+    """A wrong program, the feedback it gets, (rubber_duck: an explanation,) the fix."""
+    code, test, value = wrong
+    feedback = {"status": "failed", "failing_test": test, "got": short_repr(value)}
+    shown = fmt.answer_ids(t, code)
+    ids, mask = ids + shown, mask + [0] * len(shown)
+    if mode == "rubber_duck":
+        cue = fmt.explain_ids(t, feedback)
+        why = fmt.explanation_ids(t, explanation(test, short_repr(value)))
+        fix = fmt.fix_ids(t)
+        ids = ids + cue + why + fix
+        mask = mask + [0] * len(cue) + [1] * len(why) + [0] * len(fix)
+    else:
+        fb = fmt.feedback_ids(t, feedback)
+        ids, mask = ids + fb, mask + [0] * len(fb)
+    return ids + answer, mask + [1] * len(answer)
+
+
+def explanation(test: str, got: str) -> str:
+    """The explanation a rubber_duck demo teaches: the failing test, the value, the culprit."""
+    return (f"The test {test} fails: the code returns {got}, not the expected value, so the "
+            "line that computes the result is wrong.")
+
+
+def agent_examples(
+    policy: Policy, demos: list, max_len: int, mode: str = "self_debug"
+) -> list[tuple[list[int], list[int]]]:
     """(token ids, loss mask) per demonstration episode that fits max_len.
 
     demos: (task, [(call, Observation), ...]) pairs; the ids are built piece by piece in
-    the agent format, as `codeloop.rollout.agent_episodes` builds a rollout's. A call
+    the agent format, as `codeloop.rollout.repo_env` builds a rollout's. A call
     marked ``"slip"`` (the expert's deliberate wrong edit) is context, never a target.
+    rubber_duck: a failing run_tests is followed by a templated explanation (a target).
     """
     from codeloop.policy.agent_format import agent_format_for
 
@@ -83,11 +120,30 @@ def agent_examples(policy: Policy, demos: list, max_len: int) -> list[tuple[list
             c = fmt.call_ids(task, call)
             ids, mask = ids + c, mask + [int(not call.get("slip"))] * len(c)
             if k + 1 < len(steps):  # nothing follows the last call (submit)
-                o = fmt.observation_ids(task, obs)
-                ids, mask = ids + o, mask + [0] * len(o)
+                i, m = _after_call(fmt, task, call, obs, mode)
+                ids, mask = ids + i, mask + m
         if steps and len(ids) <= max_len:
             out.append((ids, mask))
     return out
+
+
+def _after_call(fmt, task: Task, call: dict, obs, mode: str) -> tuple[list[int], list[int]]:
+    """(ids, loss mask) between a demo's call and its next one."""
+    failed = (call.get("tool") == "run_tests" and not obs.error_kind
+              and obs.tests_passed < obs.tests_total)
+    if mode != "rubber_duck" or not failed:
+        o = fmt.observation_ids(task, obs)
+        return o, [0] * len(o)
+    cue, nxt = fmt.explain_observation_ids(task, obs), fmt.next_call_ids(task)
+    why = fmt.explanation_ids(task, agent_explanation(obs.failing_test))
+    return cue + why + nxt, [0] * len(cue) + [1] * len(why) + [0] * len(nxt)
+
+
+def agent_explanation(failing_test: str) -> str:
+    """The explanation an agent rubber_duck demo teaches after a failing test run."""
+    test = failing_test or "a visible test"
+    return (f"{test} fails, so the code it calls returns the wrong value; read that code "
+            "and fix the line that computes it.")
 
 
 def mix_examples(func: list, agent: list, fraction: float, rng: random.Random) -> list:
@@ -135,8 +191,8 @@ def length_grouped_batches(
     """One epoch of shuffled batches whose examples have similar lengths.
 
     Why: a revise example is about twice as long as a first-turn one, and a right-padded
-    batch costs its longest row times its size; random batches padded to 1.63x the real
-    tokens. Shuffled windows of ``GROUP_BATCHES`` batches are sorted by length before
+    batch costs its longest row times its size; random batches carry far more padding than
+    real tokens need. Shuffled windows of ``GROUP_BATCHES`` batches are sorted by length before
     cutting, so batches stay random in content and order but pad little.
     """
     order = rng.sample(range(len(lengths)), len(lengths))
@@ -171,8 +227,8 @@ class WeightEMA:
 
     Why an option: at a high learning rate the last step's weights are one noisy draw
     around the optimum and the average over the last ~1/(1-d) steps is nearer its centre.
-    On the embedded default it did not steady held-out pass@1 (bench/sft_stability.py:
-    d 0.99 gave 0.117 / 0.536 where the last weights gave 0.131 / 0.567): the runs differ
+    On the embedded default it did not steady held-out pass@1 (bench/sft_stability.py,
+    metrics/sft_stability.jsonl: its spread matched the last weights'): the runs differ
     in how far they got, not in last-step noise.
     """
 
@@ -196,7 +252,8 @@ class WeightEMA:
 
 
 def run_sft(
-    policy: Policy, tasks: list[Task], cfg, demos: list | None = None, on_step=None
+    policy: Policy, tasks: list[Task], cfg, demos: list | None = None, on_step=None,
+    mode: str = "self_debug", agent_mode: str = "self_debug",
 ) -> dict:
     """Train `policy` in place on reference solutions (and agent demos); returns stats.
 
@@ -204,7 +261,8 @@ def run_sft(
     revise_fraction, agent_fraction, seed). demos: expert agent episodes (see
     `agent_examples`). Linear warmup then cosine decay to ``lr_floor`` x lr; AdamW;
     grad-norm clip 1.0. With ``ema`` > 0 the policy ends with the exponential moving
-    average of its weights (`WeightEMA`) instead of the last step's. on_step(step, model,
+    average of its weights (`WeightEMA`) instead of the last step's. mode / agent_mode:
+    the rollout's episode modes, whose layouts the examples take. on_step(step, model,
     loss), when given, is called after every optimizer step (bench/sft_stability.py keeps its own
     averages there).
     """
@@ -215,11 +273,11 @@ def run_sft(
     max_len = min(policy.max_context, cfg.max_len)
     # getattr: callers may pass a plain namespace without the newer field.
     revise = getattr(cfg, "revise_fraction", 0.0)
-    examples = sft_examples(policy, tasks, max_len, revise, cfg.seed)
+    examples = sft_examples(policy, tasks, max_len, revise, cfg.seed, mode)
     n_func = len(examples)
-    stats["revise_examples"] = n_func - len(sft_examples(policy, tasks, max_len))
+    stats["revise_examples"] = n_func - len(sft_examples(policy, tasks, max_len, mode=mode))
     rng = random.Random(cfg.seed)
-    agent = agent_examples(policy, demos or [], max_len)
+    agent = agent_examples(policy, demos or [], max_len, agent_mode)
     examples = mix_examples(examples, agent, getattr(cfg, "agent_fraction", 0.0), rng)
     if not examples:
         raise ValueError("sft: no task has a reference solution that fits sft.max_len")

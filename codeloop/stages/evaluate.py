@@ -49,30 +49,26 @@ def evaluate_candidate(
     snapshots under data/clean/repos/, judged by codeloop.agent.judge on their final
     diffs: their pass@1 is the resolved rate (the gate's figure for them).
     """
+    from codeloop.agent.executor import needs_workspaces, open_executor
     from codeloop.evaluate.metrics import evaluate_sets
     from codeloop.policy.model import Policy
     from codeloop.rewards.critic import Critic
-    from codeloop.sandbox import make_executor
 
     policy = Policy.load(paths.candidate_model, device=params.policy.device)
     has_critic = (paths.critic_model / "critic.json").exists()
     critic = Critic.load(str(paths.critic_model)) if has_critic else None
     training = read_tasks(paths.clean_tasks) if paths.clean_tasks.exists() else None
     manifest = _maybe_json(paths.manifest)
-    repo_tasks = [t for ts in sets.values() for t in ts if t.kind == "repo"]
-    envs = ""
-    if repo_tasks:
-        from codeloop.rollout.agent_episodes import agent_envs_root
-
-        envs = agent_envs_root(repo_tasks, str(paths.clean_envs_dir), str(paths.agent_envs_dir))
-    executor = make_executor(params.sandbox, workspaces=bool(repo_tasks), envs_root=envs or None)
+    tasks = [t for ts in sets.values() for t in ts]
+    executor = open_executor(params.sandbox, params.agent, tasks,
+                             envs_dir=str(paths.agent_envs_dir), clean_envs=str(paths.clean_envs_dir))
     try:
         result = evaluate_sets(
             policy, sets, executor, params.evaluate, training_tasks=training,
             timeout_s=params.sandbox.timeout_s,
             dataset_version=str(manifest.get("dataset_version", "")),
             iteration=iteration, critic=critic,
-            agent=_agent_eval(params, paths, executor) if repo_tasks else None,
+            agent=_agent_eval(params, paths, executor) if needs_workspaces(tasks) else None,
         )
     finally:
         executor.close()

@@ -7,7 +7,7 @@ policy directory), data/buckets/{plan.json, tasks.parquet} and data/clean/manife
 (dataset_version). Writes data/rollouts/ (Parquet shards + trajectories.jsonl; reward
 fields left for the score stage) and metrics/rollout.json. Never reads ``reward.*``. With
 ``rollout.resume`` a killed run resumes from the groups it finished (codeloop.rollout.resume).
-Repository tasks in the plan run as agent episodes (``agent.*``; codeloop.rollout.agent_episodes)
+Repository tasks in the plan run as agent episodes (``agent.*``; codeloop.rollout.repo_env)
 on the snapshots under data/clean/repos/; the tool-call mix and one sampled episode go to
 the UI (step ``agent_summary``) and metrics/rollout.json ``agent``.
 """
@@ -18,15 +18,16 @@ import logging
 import time
 from typing import Any
 
+from codeloop.agent.executor import copy_task_envs
 from codeloop.config import Params
 from codeloop.evaluate.agent_metrics import agent_summary
 from codeloop.io import read_json, read_tasks, write_json, write_trajectories
 from codeloop.paths import Paths
 from codeloop.policy.lora import training_quantize
-from codeloop.rollout.agent_episodes import agent_envs_root
-from codeloop.rollout.episodes import rollout_metrics
+from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.resume import ShardStore
-from codeloop.rollout.scaleout import fan_out_rollout
+from codeloop.rollout.scaleout import PolicySource, fan_out_rollout
+from codeloop.rollout.summary import rollout_metrics
 from codeloop.schema import Task
 from codeloop.stages import Step, call
 
@@ -52,27 +53,19 @@ def load_plan(paths: Paths) -> tuple[list[Task], str]:
 def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
     """Write data/rollouts and metrics/rollout.json; returns the metrics."""
     tasks, dataset_version = step(load_plan, paths)
-    envs = ""
-    if any(t.kind == "repo" for t in tasks):  # agent episodes: their sandbox's test envs
-        envs = agent_envs_root(tasks, str(paths.clean_envs_dir), str(paths.agent_envs_dir))
+    # Repository tasks' own environments, copied once where every chunk's sandbox mounts them.
+    envs = copy_task_envs(tasks, str(paths.clean_envs_dir), str(paths.agent_envs_dir))
     # Finished groups of a killed run are kept here (codeloop.rollout.resume).
     resume = paths.resume_dir("rollout") if params.rollout.resume else None
+    checkpoint = paths.checkpoint(params.policy.checkpoint)
+    # QLoRA: sample the quantized base the trainer scores with, from the first night on.
+    source = PolicySource(str(checkpoint), params.policy.device,
+                          training_quantize(checkpoint, params.train.lora))
+    ctx = EpisodeContext.from_params(params, dataset_version, str(paths.repos_dir))
     t0 = time.perf_counter()
     trajs = step(
-        fan_out_rollout,
-        tasks,
-        str(paths.checkpoint(params.policy.checkpoint)),
-        rollout=params.rollout,
-        sandbox=params.sandbox,
-        runner=params.runner,
-        dataset_version=dataset_version,
-        resume_dir=str(resume) if resume else "",
-        device=params.policy.device,
-        # QLoRA: sample the quantized base the trainer scores with, from the first night on.
-        quantize=training_quantize(paths.checkpoint(params.policy.checkpoint), params.train.lora),
-        agent=params.agent,
-        repos_dir=str(paths.repos_dir),
-        envs_root=envs,
+        fan_out_rollout, tasks, source, ctx, sandbox=params.sandbox, runner=params.runner,
+        resume_dir=str(resume) if resume else "", envs_root=envs,
     )  # no score function: the score stage scores; rollout never reads reward.*
     seconds = time.perf_counter() - t0
     version = trajs[0].metadata.model_version if trajs else ""

@@ -28,13 +28,12 @@ log = logging.getLogger(__name__)
 def collect_demos(params: Params, paths: Paths, tasks: list[Task]) -> tuple[list, dict]:
     """Expert episodes on the repo training tasks, through the real environment."""
     from codeloop.agent.env import AgentEnv
+    from codeloop.agent.executor import open_executor
     from codeloop.data.repos.expert import expert_calls, slipped
-    from codeloop.rollout.agent_episodes import agent_envs_root
     from codeloop.rollout.demos import expert_demos
-    from codeloop.sandbox import make_executor
 
-    envs = agent_envs_root(tasks, str(paths.clean_envs_dir), str(paths.agent_envs_dir))
-    executor = make_executor(params.sandbox, workspaces=True, envs_root=envs)
+    executor = open_executor(params.sandbox, params.agent, tasks,
+                             envs_dir=str(paths.agent_envs_dir), clean_envs=str(paths.clean_envs_dir))
     # The expert is never cut by the rollout's step cap: a demonstration is a whole solve.
     cfg = params.agent.model_copy(update={"max_steps": 500})
     env = AgentEnv(executor, cfg, str(paths.repos_dir))
@@ -61,7 +60,9 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
     if params.sft.agent_fraction > 0 and repo_tasks and params.sft.steps > 0:
         demos, demo_report = step(collect_demos, params, paths, repo_tasks)
     func_tasks = [t for t in tasks if t.kind != "repo"]
-    stats = step(run_sft, policy, func_tasks, params.sft, demos)
+    # The examples take the layout of the episodes the policy will roll out (rollout.mode).
+    stats = step(run_sft, policy, func_tasks, params.sft, demos,
+                 mode=params.rollout.mode, agent_mode=params.rollout.agent_mode)
     if demo_report:
         stats["expert"] = demo_report
     version = policy.save(paths.init_model)
