@@ -8,7 +8,7 @@ from __future__ import annotations
 from codeloop.evaluate.metrics import evaluate_sets, pass_at_k
 from codeloop.rewards import score_trajectories
 from codeloop.rollout.context import EpisodeContext
-from codeloop.rollout.kinds import run_episodes
+from codeloop.rollout.envs import run_episodes
 
 
 def se(values: list[float]) -> float:
@@ -30,7 +30,8 @@ def eval_row(policy, heldout, executor, p, base=None) -> dict:
     hot = p.evaluate.model_copy(update={"temperature": p.rollout.temperature})
     row, base = {"_rates": {}}, base or {}
     for suffix, ev in (("", p.evaluate), ("_hot", hot)):
-        m = evaluate_sets(policy, {"heldout": heldout}, executor, ev, timeout_s=p.sandbox.timeout_s)
+        m = evaluate_sets(policy, {"heldout": heldout}, executor, ev, timeout_s=p.sandbox.timeout_s,
+                          modes=p.rollout)
         s, rates = m["sets"]["heldout"], m["pass_rates"]["heldout"]
         # pass@1 = mean over tasks of c/n (unbiased); its SE is over tasks, the unit
         # sampled. The change since the SFT policy is paired per task: the same tasks
@@ -117,3 +118,13 @@ def kl_to_sft(policy, sft, rows, n_rows: int) -> float:
             kl = (lp.exp() * (lp - lq)).sum(-1)[mask]  # (generated tokens,)
             total, count = total + float(kl.sum()), count + int(mask.sum())
     return total / max(1, count)
+
+
+def write_rates(out, rows: list[dict]) -> None:
+    """Per-task held-out rates of every evaluated row, beside the CSV (``<out>.rates.json``):
+    what bench/mode_variants.py pairs across runs on the same held-out tasks."""
+    import json
+    from pathlib import Path
+
+    rates = {str(r["iteration"]): r["_rates"] for r in rows if r.get("_rates")}
+    Path(str(out) + ".rates.json").write_text(json.dumps(rates, sort_keys=True))

@@ -51,6 +51,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._curve_measure import write_rates  # noqa: E402
 from codeloop.agent.env import AgentEnv  # noqa: E402
 from codeloop.agent.executor import copy_task_envs  # noqa: E402
 from codeloop.agent.judge import judge_many  # noqa: E402
@@ -70,7 +71,7 @@ from codeloop.policy.sft import run_sft  # noqa: E402
 from codeloop.rewards.repo import score_repo_trajectories  # noqa: E402
 from codeloop.rollout.context import EpisodeContext  # noqa: E402
 from codeloop.rollout.demos import expert_demos  # noqa: E402
-from codeloop.rollout.kinds import run_episodes  # noqa: E402
+from codeloop.rollout.envs import run_episodes  # noqa: E402
 from codeloop.sandbox import make_executor  # noqa: E402
 from codeloop.train.trainer import train_grpo  # noqa: E402
 
@@ -141,6 +142,7 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--init", default="", help="start from this checkpoint, skip SFT")
     ap.add_argument("--save-init", default="", help="also save the iteration-0 policy here")
     ap.add_argument("--out", default="metrics/agent_curve.csv")
+    ap.add_argument("--agent-mode", default="", help="rollout.agent_mode (default: params)")
     return ap.parse_args()
 
 
@@ -192,7 +194,7 @@ def _init_policy(a, p, ex, repos, funcs, train) -> Policy:
     demos, report = _demos(a, p, ex, repos, train)
     print(f"expert demos: {report}, {time.perf_counter() - t0:.0f}s", flush=True)
     policy = build_embedded(p, funcs + train, repo_corpus(train, repos))
-    sft = run_sft(policy, funcs, p.sft, demos=demos)
+    sft = run_sft(policy, funcs, p.sft, demos=demos, mode=p.rollout.mode, agent_mode=p.rollout.agent_mode)
     print(f"SFT {sft['steps']} steps, {sft['agent_examples']} agent examples of "
           f"{report['demos']} demos, loss {sft['loss_last']:.3f}, "
           f"{time.perf_counter() - t0:.0f}s", flush=True)
@@ -254,6 +256,8 @@ def main() -> int:
         "steps": a.sft_steps, "agent_fraction": a.agent_fraction,
         **({"slip_fraction": a.slip_fraction} if a.slip_fraction >= 0 else {})}),
         "policy_init": p.policy_init.model_copy(update={"arch": a.arch})})
+    if a.agent_mode:
+        p = p.model_copy(update={"rollout": p.rollout.model_copy(update={"agent_mode": a.agent_mode})})
     r = p.clean.repo_tasks
     frozen = {k: getattr(r, k) for k in KNOB}
     knob = dict(zip(KNOB, map(int, a.knob.split(",")), strict=True)) if a.knob else frozen
@@ -338,6 +342,7 @@ def _write(rows: list[dict], out: Path) -> None:
         w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
+    write_rates(out, rows)
 
 
 def _fmt(row: dict) -> str:

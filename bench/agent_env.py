@@ -11,8 +11,8 @@ On a 50-file repository with 30 visible tests (tests/_repo_fixture.make_repo_tas
      per action (as SWE-bench-style harnesses do);
   4. 200 concurrent-episode steps on 2 workers (20 episodes x 10 batched turns), then the
      leak check: host processes, this process's fds, host mounts, workspace dirs.
-Targets (issue 13): actions <= 20 ms, run_tests <= 1.5x host pytest, set-up <= 50 ms
-local and <= 1 s docker.
+Targets, so that an episode's cost is the model's turns, not the environment's: actions
+<= 20 ms, run_tests <= 1.5x host pytest, set-up <= 50 ms local and <= 1 s docker.
 """
 
 from __future__ import annotations

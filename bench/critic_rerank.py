@@ -7,7 +7,7 @@ its mutants (codeloop.rewards.critic.mutants), shuffled; labels = all visible te
 in the real sandbox. The critic is trained on half of the tasks and judged on the other
 half. Printed side by side, measured in the same run:
 - top-1 pass rate of the critic's first choice vs the expected pass rate of a random pick;
-- expected pass rate of critic-guided softmax sampling (the article's "critical sampling");
+- expected pass rate of critic-guided softmax sampling (CodeRL's "critical sampling");
 - ROC AUC of the critic's pass probability on held-out candidates (random = 0.5).
 """
 

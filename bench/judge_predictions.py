@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from codeloop.agent.envs import env_paths  # noqa: E402
+from codeloop.agent.envdirs import env_paths  # noqa: E402
 from codeloop.agent.judge import judge_many, judge_tree  # noqa: E402
 from codeloop.agent.patches import PatchError, apply_patch  # noqa: E402
 from codeloop.config import SandboxConfig  # noqa: E402

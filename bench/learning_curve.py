@@ -4,7 +4,7 @@ Run: ``.venv/bin/python bench/learning_curve.py [--iterations 6] [--out metrics/
 
 Everything is the library the stages call, in process: synthetic tasks
 (``codeloop.data.generator``), the embedded tiny GPT-2 with its SFT warm start
-(``codeloop.policy.model`` + ``codeloop.policy.sft``), ``codeloop.rollout.kinds.run_episodes`` on the real
+(``codeloop.policy.model`` + ``codeloop.policy.sft``), ``codeloop.rollout.envs.run_episodes`` on the real
 sandbox, ``codeloop.rewards.score_trajectories`` (params ``reward.version``),
 ``codeloop.train.trainer.train_grpo`` (params ``train``; each iteration loads the previous
 candidate, as the nightly loop does) and ``codeloop.evaluate.metrics.evaluate_sets`` on a
@@ -58,7 +58,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._curve_measure import drift_row, eval_row, kl_to_sft, sft_rollout, train_row  # noqa: E402
+from bench._curve_measure import (  # noqa: E402
+    drift_row,
+    eval_row,
+    kl_to_sft,
+    sft_rollout,
+    train_row,
+    write_rates,
+)
 from bench._curve_table import variants_table  # noqa: E402
 from bench._curve_work import resume, workdir  # noqa: E402
 from codeloop.config import load_params  # noqa: E402
@@ -68,7 +75,7 @@ from codeloop.policy.model import Policy, build_embedded  # noqa: E402
 from codeloop.policy.sft import run_sft  # noqa: E402
 from codeloop.rewards import score_trajectories  # noqa: E402
 from codeloop.rollout.context import EpisodeContext  # noqa: E402
-from codeloop.rollout.kinds import run_episodes  # noqa: E402
+from codeloop.rollout.envs import run_episodes  # noqa: E402
 from codeloop.sandbox import make_executor  # noqa: E402
 from codeloop.train.trainer import train_grpo  # noqa: E402
 
@@ -189,7 +196,7 @@ def _start_policy(a, p, train_tasks):
         return policy
     t0 = time.perf_counter()
     policy = build_embedded(p, train_tasks)
-    sft = run_sft(policy, train_tasks, p.sft)
+    sft = run_sft(policy, train_tasks, p.sft, mode=p.rollout.mode)
     print(
         f"SFT: {sft.get('steps')} steps, {sft.get('examples')} examples "
         f"({sft.get('revise_examples')} revise), loss {sft.get('loss_last')}, "
@@ -223,6 +230,7 @@ def _write_rows(path: str, rows: list[dict]) -> None:
         w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
+    write_rates(out, rows)
 
 
 def _write_variant_row(path: str, variant: str, row: dict) -> None:

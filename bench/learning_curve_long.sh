@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16, part 7: the shipped default (params.yaml as it is: RFT from the archive, then GRPO)
+# The long learning curve of the shipped default (params.yaml as it is: RFT from the archive, then GRPO)
 # for tens of iterations, with the drift check, on the variants bench's held-out tasks and
 # seeds; metrics/learning_curve.csv is rewritten after every iteration (poll it). Killed, the
 # same command goes on after the last written row (--work).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The part-7 comparison (issue 16): the same SFT policy, held-out tasks and seeds for each
+# The learning-curve variants compared: the same SFT policy, held-out tasks and seeds for each
 # variant; rows appended to metrics/learning_curve_variants.csv as iterations finish.
 # Usage: bash bench/learning_curve_variants.sh [ITERATIONS] [OUTDIR]
 # Then:  python bench/learning_curve.py --table metrics/learning_curve_variants.csv

@@ -156,7 +156,7 @@ def print_plain(work: Path, toy: bool) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--toy", action="store_true", help="the tests' two-stage toy pipeline")
-    ap.add_argument("--plain-only", action="store_true", help="only part 4 (plain dvc repro)")
+    ap.add_argument("--plain-only", action="store_true", help="only the plain dvc repro runs (a Prefect server per stage vs one shared)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-nightly-"))
     if args.plain_only:

@@ -182,7 +182,7 @@ def _call_arities(task: Task) -> set[int] | None:
 def natural_twins(tasks: list[Task], executor) -> set[tuple[int, int]]:
     """Pairs (i, j), i < j, of tasks whose references behave identically on the union of
     both tasks' tests: each reference, bound to the other's entry point, passes the
-    other's setup and tests (run in the sandbox, 0.25 s per candidate). Only a call-arity
+    other's setup and tests (run in the sandbox, one run per candidate). Only a call-arity
     check prunes candidates; no text similarity is used, so this truth is independent
     of the deduper under test.
     """

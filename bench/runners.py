@@ -3,7 +3,7 @@
 Run: ``python bench/runners.py [--tasks 16] [--samples 4] [--chunks 4] [--repeat 1]``
 
 The same run four times — same tiny embedded policy, same synthetic tasks, same seed,
-same chunking — through ``codeloop.rollout.scaleout.fan_out_rollout`` (codeloop.rollout.kinds.run_episodes
+same chunking — through ``codeloop.rollout.scaleout.fan_out_rollout`` (codeloop.rollout.envs.run_episodes
 then codeloop.rewards.score_trajectories v1 on the real sandbox, per chunk) on: one
 thread (the baseline), two threads of this process (generation no longer serialised:
 rows sample from their own generators), a Dask LocalCluster of 1 worker process, and

@@ -28,21 +28,14 @@ The baseline is ``old-default``, the sft section before this bench (lr 3e-3, war
 cosine to 0.1x, no average), trained in the same run. ``SFT s`` is run_sft's own wall
 seconds (under whatever else the machine runs: compare steps, not these, for cost).
 
-Result (metrics/sft_stability.jsonl; 4 samples a task for the first two jobs, 2 after):
+Result: metrics/sft_stability.jsonl (``--table`` prints it as a table: per configuration the mean +- SD over perturbations, min..max, the eval SD and
+each perturbation's pass@1).
 
-    config                   pass@1 mean +- SD      min..max  eval SD  default    seed1   repos1
-    old-default                 0.369 +- 0.221    0.13..0.57    0.012    0.131    0.567    0.411
-    old-default+ema0.99         0.326 +- 0.297    0.12..0.54    0.011    0.117    0.536        -
-    steps1200                   0.498 +- 0.070    0.42..0.56    0.007    0.422    0.561    0.511
-    lr1e-3                      0.194 +- 0.136    0.10..0.35    0.011    0.100    0.133    0.350
-    (lr1e-3 is warmup 50 and cosine to 0; floor0 was not reached in the time)
-
-Mechanism: the training loss is still falling steeply at step 800 (per 100 steps: 0.27,
-0.20, 0.10, 0.06) when the cosine's tail stops it, and held-out pass@1 follows how far down a
-run got (final training loss 0.087 -> 0.131, 0.062 -> 0.411, 0.033 -> 0.567; lr 1e-3: 0.18 ->
-0.100). The default's 0.131 run also has the higher held-out completion loss (0.32 vs 0.19 of
-the 0.567 run). At 1200 steps every run reaches the flat part (training loss 0.006-0.009) and
-the three land within 0.14 of each other. Not the metric: one evaluation's own SD is 0.01-0.02.
+Mechanism: the training loss is still falling steeply at step 800 when the cosine's tail
+stops it, and held-out pass@1 follows how far down a run got (the lower a run's final
+training loss, the higher its pass@1). At 1200 steps every run reaches the flat part and the
+perturbations land close together; a lower lr (``lr1e-3``) gets less far. Not the metric: one evaluation's own SD (``eval SD``) is
+far below the spread between perturbations.
 Not the tokenizer alone: the seed perturbation keeps the tokenizer and moves as much.
 """
 

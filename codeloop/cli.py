@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     modules = {}
     # a named command needs only its own module: `codeloop exec` then skips the others'
-    # imports (pyarrow, numpy: ~0.1 s); no or an unknown command lists them all
+    # imports (pyarrow, numpy); no or an unknown command lists them all
     chosen = {argv[0]: COMMANDS[argv[0]]} if argv and argv[0] in COMMANDS else COMMANDS
     for name, mod_name in chosen.items():
         mod = importlib.import_module(f"codeloop.commands.{mod_name}")

@@ -8,6 +8,7 @@ so the library stays usable from a notebook; `codeloop.io` turns them into Parqu
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -29,7 +30,7 @@ TERMINAL_REASONS = (
 
 ACTION_TYPES = ("generate", "revise", "run_tests", "tool", "explain", "write_tests")
 TASK_KINDS = ("function", "repo")
-# The agent's action space (issue 13); a call naming anything else is an error observation.
+# The agent's action space; a call naming anything else is an error observation.
 TOOLS = ("list_files", "read_file", "search", "edit", "write_file", "run_tests", "bash", "submit")
 
 
@@ -90,6 +91,22 @@ class Task:
         if kw.get("difficulty") is None:
             kw["difficulty"] = -1
         return cls(**kw)
+
+
+def by_kind(tasks: Iterable[Task]) -> dict[str, list[Task]]:
+    """Tasks split by kind (every kind of TASK_KINDS a key), each list in input order."""
+    out: dict[str, list[Task]] = {k: [] for k in TASK_KINDS}
+    for t in tasks:
+        if t.kind not in out:
+            raise ValueError(f"task {t.task_id}: field kind {t.kind!r}; allowed: {TASK_KINDS}")
+        out[t.kind].append(t)
+    return out
+
+
+def require_kind(task: Task, kind: str, what: str) -> None:
+    """ValueError naming the task when ``what`` (a caller's name) gets a task of another kind."""
+    if task.kind != kind:
+        raise ValueError(f"{what}: task {task.task_id} is of kind {task.kind!r}, not {kind!r}")
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """One local Prefect server shared by every stage process of a plain ``dvc repro``.
 
 Why: with no ``PREFECT_API_URL``, Prefect boots a temporary server inside every flow
-process (15-20 s each under load, 9 times a run), and a stage killed with ``kill -9``
+process (many seconds each under load, once per stage), and a stage killed with ``kill -9``
 leaves that server running with no parent. Instead the first stage process starts a
 small *supervisor* (this file, run by path) that owns one ``prefect server start``;
 every stage process registers its pid and attaches to it; the supervisor stops the

@@ -30,6 +30,7 @@ params.yaml records the value that was used.
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import shutil
 from pathlib import Path
@@ -41,11 +42,11 @@ from prefect.logging import get_run_logger
 
 from codeloop.config import load_params
 from codeloop.data.archive import MANIFEST, snapshot
-from codeloop.evaluate.gate import promote, set_param
 from codeloop.evaluate.history import pass_rates_from_trajectories, read_iterations, tag_for
 from codeloop.io import read_json, read_trajectories, write_json
 from codeloop.ops.archiving import archive_night, undo_archive
-from codeloop.ops.rollback import dvc, git, require_clean, workspace_lock
+from codeloop.ops.promote import promote, set_param
+from codeloop.ops.vcs import dvc, git, require_clean, workspace_lock
 from codeloop.paths import Paths
 from codeloop.stages import evaluate as evaluate_stage
 from tasks.ops import dvc_pull, dvc_push, repro_stage
@@ -191,7 +192,7 @@ def _restore(repo: str) -> None:
     dvc(repo, "checkout", "--force")
 
 
-def _restore_after_failure(repo: str, log: Any) -> None:
+def _restore_after_failure(repo: str, log: logging.Logger | logging.LoggerAdapter) -> None:
     """Restore, but never let a restore error hide the failure that caused it."""
     try:
         _restore(repo)

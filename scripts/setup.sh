@@ -27,7 +27,7 @@ if [ ! -x /usr/bin/python3 ]; then
     exit 1
   fi
 fi
-# The real package `codeloop mint` is tested on (issue 14): a pinned sdist that ships its
+# The real package `codeloop mint` is tested on: a pinned sdist that ships its
 # pytest suite, fetched once into the ignored .cache/mint/ (offline after that; the test
 # checks its sha256 and skips with a reason when it is absent).
 if [ ! -f .cache/mint/inflection-0.5.1.tar.gz ]; then

@@ -39,12 +39,12 @@ def run_logged(cmd: list[str], cwd: str, what: str) -> str:
 
     from prefect.logging import get_run_logger
 
-    from codeloop.ops.rollback import _env
+    from codeloop.ops.vcs import vcs_env
 
     log = get_run_logger()
     log.info("$ %s", " ".join(cmd))
     proc = subprocess.Popen(
-        cmd, cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd, cwd=cwd, env=vcs_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     lines = []
     assert proc.stdout is not None
@@ -63,7 +63,7 @@ def run_logged(cmd: list[str], cwd: str, what: str) -> str:
 
 @task(retries=2, retry_delay_seconds=5, retry_condition_fn=_transient_only)
 def dvc_pull(repo: str) -> None:
-    from codeloop.ops.rollback import dvc_cmd
+    from codeloop.ops.vcs import dvc_cmd
 
     try:
         run_logged(dvc_cmd("pull", "--allow-missing"), repo, "dvc pull")
@@ -73,7 +73,7 @@ def dvc_pull(repo: str) -> None:
 
 @task(retries=2, retry_delay_seconds=5, retry_condition_fn=_transient_only)
 def dvc_push(repo: str) -> None:
-    from codeloop.ops.rollback import dvc_cmd
+    from codeloop.ops.vcs import dvc_cmd
 
     try:
         run_logged(dvc_cmd("push"), repo, "dvc push")
@@ -84,6 +84,6 @@ def dvc_push(repo: str) -> None:
 @task(retries=1, retry_delay_seconds=2, retry_condition_fn=_transient_only)
 def repro_stage(repo: str, stage: str) -> str:
     """`dvc repro --single-item <stage>`: one stage, its logs in this task's log."""
-    from codeloop.ops.rollback import dvc_cmd
+    from codeloop.ops.vcs import dvc_cmd
 
     return run_logged(dvc_cmd("repro", "--single-item", stage), repo, f"stage {stage}")

@@ -18,7 +18,7 @@ import pytest
 from codeloop.config import SandboxConfig
 from codeloop.sandbox import ExecJob, make_executor
 from codeloop.sandbox.docker_backend import skip_without_docker_engine
-from codeloop.sandbox.judge import wall_cap
+from codeloop.sandbox.verdicts import wall_cap
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "codeloop-hostile-secret-5d1e"

@@ -101,7 +101,7 @@ def make_repo_task(root: str | Path, extra_modules: int = 0, extra_tests: int = 
     if extra_tests:
         files["tests/test_many.py"] = '"""Many small tests."""' + tests
     _write(pristine, files)
-    # history an agent would mine (issue 13 part 3): the base must hold no .git at all
+    # history an agent would mine for the fix: the base must hold no .git at all
     _write(pristine, {".git/HEAD": "ref: refs/heads/main\n", ".git/FIX": "return a + b\n"})
     shutil.copytree(pristine, buggy, ignore=shutil.ignore_patterns(".git"))
     ops = buggy / "calc/ops.py"
@@ -126,13 +126,15 @@ def make_repo_task(root: str | Path, extra_modules: int = 0, extra_tests: int = 
 def open_agent_env(root: str | Path, backend: str = "local", workers: int = 2, **agent_kw):
     """(AgentEnv, executor, task) over a fresh repository task under ``root``; the caller
     closes the executor."""
-    from codeloop.agent.env import AgentEnv, make_agent_executor
+    from codeloop.agent.env import AgentEnv
+    from codeloop.agent.executor import open_executor
     from codeloop.config import AgentConfig, SandboxConfig
 
     root = Path(root)
     task = make_repo_task(root, agent_kw.pop("extra_modules", 0), agent_kw.pop("extra_tests", 0))
     cfg = AgentConfig(envs_dir=str(root / "envs"), **agent_kw)
-    ex = make_agent_executor(SandboxConfig(backend=backend, workers=workers, timeout_s=30.0), cfg)
+    sandbox = SandboxConfig(backend=backend, workers=workers, timeout_s=30.0)
+    ex = open_executor(sandbox, cfg, [], workspaces=True)
     return AgentEnv(ex, cfg, str(root / "repos"), str(root / "bases")), ex, task
 
 

@@ -51,12 +51,12 @@ def play(setup, calls, name):
 def resolved(setup, diff: str) -> bool:
     """The judge's rule in miniature: the diff on a fresh base, the task's tests restored
     (they are in the base), FAIL_TO_PASS + PASS_TO_PASS + hidden all pass."""
-    from codeloop.agent.env import make_agent_executor
+    from codeloop.agent.executor import open_executor
     from codeloop.config import SandboxConfig
 
     root, task, _ = setup
     cfg = AgentConfig(envs_dir=str(root / "envs"))
-    ex = make_agent_executor(SandboxConfig(workers=1, timeout_s=30), cfg)
+    ex = open_executor(SandboxConfig(workers=1, timeout_s=30), cfg, [], workspaces=True)
     try:
         ws = Workspace.create(task, BaseCache(str(root / "repos"), str(root / "jb")),
                               ex.workspaces.new_workspace)
@@ -64,7 +64,7 @@ def resolved(setup, diff: str) -> bool:
         hidden = os.path.join(root, "pristine", "tests", "test_hidden.py")
         with open(hidden) as src, open(os.path.join(ws.path, "tests", "test_hidden.py"), "w") as d:
             d.write(src.read())
-        from codeloop.agent.envs import env_paths
+        from codeloop.agent.envdirs import env_paths
 
         ids = task.fail_to_pass + task.pass_to_pass + task.hidden_tests
         rep = run_pytest(ex, ws, ids, env_paths(task, cfg.envs_dir), 30)

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from codeloop.agent.envs import env_paths, plugin_env, pytest_env
+from codeloop.agent.envdirs import env_paths, plugin_env, pytest_env
 from codeloop.schema import Task
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from codeloop.agent.judge import (
     JudgeConfig,
-    _test_files,
     judge_many,
     judge_tree,
+    read_test_files,
     seal_tree,
     split_patch,
 )
@@ -63,7 +63,7 @@ def test_sealing_undoes_test_edits_removes_added_tests_and_links_and_writes_nowh
 
     shutil.copytree(tree, work)
     outside.mkdir()
-    want = _test_files(str(work))
+    want = read_test_files(str(work))
     Path(work, "tests/test_f2p.py").write_text("def test_add_positive():\n    pass\n")
     Path(work, "tests/test_new.py").write_text("x = 1\n")
     Path(work, "tests/test_visible.py").unlink()
@@ -71,7 +71,7 @@ def test_sealing_undoes_test_edits_removes_added_tests_and_links_and_writes_nowh
     shutil.move(str(Path(work, "calc/text.py")), str(outside / "text.py"))
     Path(work, "calc/text.py").symlink_to(outside / "text.py")
     flags, changed = seal_tree(tree, str(work), want)
-    assert _test_files(str(work)) == want
+    assert read_test_files(str(work)) == want
     assert {"test_edit", "link_swap"} <= flags and changed == ["calc/ops.py"]
     assert not Path(work, "calc/text.py").exists() and os.listdir(outside) == ["text.py"]
 

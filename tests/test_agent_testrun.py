@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from codeloop.agent.envs import env_paths
+from codeloop.agent.envdirs import env_paths
 from codeloop.agent.patches import apply_patch
 from codeloop.agent.testrun import parse_outcomes, run_pytest
 from codeloop.agent.workspace import BaseCache, Workspace

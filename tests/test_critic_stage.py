@@ -16,7 +16,7 @@ from codeloop.config import CriticConfig, SandboxConfig
 from codeloop.data.generator import generate_tasks
 from codeloop.evaluate.metrics import Episode, critic_selected_rate
 from codeloop.io import write_tasks, write_trajectories
-from codeloop.ops.rollback import dvc_cmd
+from codeloop.ops.vcs import dvc_cmd
 from codeloop.paths import Paths
 from codeloop.rewards import score_trajectories
 from codeloop.rewards.critic import Critic, in_holdout, mutants, roc_auc
@@ -150,8 +150,8 @@ def _promote_repo(tmp_path: Path, version: str) -> Path:
 @pytest.mark.parametrize("version,points", [("v2-critic", True), ("v2", False)])
 def test_promotion_ships_the_critic_and_points_v2_critic_at_it(tmp_path, version, points):
     from codeloop.config import load_params
-    from codeloop.evaluate.gate import promote
     from codeloop.evaluate.history import make_row
+    from codeloop.ops.promote import promote
 
     repo = _promote_repo(tmp_path, version)
     assert load_params(repo / "params.yaml").reward.version == version

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from codeloop.data.repos.deps import DepsError, declared_requirements
 from codeloop.data.repos.mint import MintConfig, mint_repo
+from codeloop.data.repos.repo_deps import DepsError, declared_requirements
 from codeloop.io import read_json
 
 

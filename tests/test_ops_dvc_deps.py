@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from codeloop.ops.deps import check, closure, write
+from codeloop.ops.dvc_deps import check, closure, write
 
 STAGES = list(yaml.safe_load((Path(__file__).parents[1] / "dvc.yaml").read_text())["stages"])
 
@@ -30,8 +30,10 @@ def test_every_stage_lists_exactly_the_repo_files_it_imports(repo_root):
 
 @pytest.mark.parametrize("stage", STAGES)
 def test_removing_any_stage_s_config_dep_is_reported_missing(repo_root, tmp_path, stage):
-    stale = _without(repo_root, tmp_path, stage, "codeloop/config.py")
-    assert check(repo_root, stale) == [f"{stage}: imports codeloop/config.py, missing from deps"]
+    stale = _without(repo_root, tmp_path, stage, "codeloop/config/__init__.py")
+    assert check(repo_root, stale) == [
+        f"{stage}: imports codeloop/config/__init__.py, missing from deps"
+    ]
 
 
 def test_function_local_imports_are_followed(repo_root):
@@ -54,9 +56,14 @@ def test_the_rollout_stage_imports_no_reward_code(repo_root):
 def test_config_imports_nothing_of_the_domain(repo_root):
     assert closure(repo_root, "codeloop.config") == {
         "codeloop/__init__.py",
-        "codeloop/config.py",
-        "codeloop/config_data.py",
-        "codeloop/config_sections.py",
+        "codeloop/config/__init__.py",
+        "codeloop/config/data.py",
+        "codeloop/config/evaluate.py",
+        "codeloop/config/policy.py",
+        "codeloop/config/reward.py",
+        "codeloop/config/rollout.py",
+        "codeloop/config/section.py",
+        "codeloop/config/train.py",
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from codeloop.ops.deps import _module_file, _module_name
+from codeloop.ops.dvc_deps import module_file, module_name
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -15,17 +15,17 @@ def _graph() -> dict[str, set[str]]:
     counts as an edge to ``pkg.sub`` only when ``sub`` is a module."""
     graph = {}
     for path in sorted((REPO / "codeloop").rglob("*.py")):
-        name = _module_name(REPO, path)
+        name = module_name(REPO, path)
         mods = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 mods |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module:
                 subs = {f"{node.module}.{a.name}" for a in node.names}
-                subs = {s for s in subs if _module_file(REPO, s)}
+                subs = {s for s in subs if module_file(REPO, s)}
                 mods |= subs or {node.module}
-        found = {_module_file(REPO, m) for m in mods}
-        graph[name] = {_module_name(REPO, f) for f in found if f} - {name}
+        found = {module_file(REPO, m) for m in mods}
+        graph[name] = {module_name(REPO, f) for f in found if f} - {name}
     return graph
 
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from codeloop.evaluate.history import read_iterations
-from codeloop.ops.rollback import WorkspaceError, workspace_lock
+from codeloop.ops.vcs import WorkspaceError, workspace_lock
 from codeloop.paths import Paths
 from tests._toy_pipeline import git, make_toy_repo, set_toy
 

@@ -106,3 +106,35 @@ def test_agent_e2e_rollout_metrics_carry_the_tool_mix(pipeline):
 def test_agent_e2e_a_second_repro_runs_no_stage(pipeline):
     work, _ = pipeline
     assert "Running stage" not in _dvc(work, "repro").stdout
+
+
+def _replay(work, trajectories) -> int:
+    from codeloop.cli import main
+
+    p = Paths(work)
+    return main([
+        "replay", "--trajectories", str(trajectories), "--tasks", str(p.bucket_tasks),
+        "--params", str(work / "params.yaml"), "--repos", str(p.repos_dir),
+        "--envs", str(p.agent_envs_dir), "--clean-envs", str(p.clean_envs_dir), "--sample", "0",
+    ])
+
+
+def test_agent_e2e_replay_agrees_with_every_stored_reward(pipeline):
+    work, _ = pipeline
+    assert _replay(work, Paths(work).trajectories_dir) == 0
+
+
+def test_agent_e2e_replay_fails_once_a_stored_reward_is_changed(pipeline, tmp_path):
+    from codeloop.io import write_trajectories
+
+    work, _ = pipeline
+    ids = _repo_ids(work)
+    rows = read_trajectories(Paths(work).trajectories_dir)
+    for kind_is_repo in (True, False):
+        changed = list(rows)
+        k = next(i for i, t in enumerate(changed) if (t.task_id in ids) == kind_is_repo)
+        changed[k].reward += 0.5
+        out = tmp_path / f"repo-{kind_is_repo}"
+        write_trajectories(out, changed, jsonl_export=False)
+        changed[k].reward -= 0.5
+        assert _replay(work, out) != 0

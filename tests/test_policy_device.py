@@ -42,11 +42,11 @@ class _Records(logging.Handler):
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
     """Every stage run in-process on tiny params, with the log per stage of the modules that
-    place a policy (loading: the policy module; building: the policy_init stage)."""
+    place a policy (loading: the policy module; building: codeloop.policy.init)."""
     root = tmp_path_factory.mktemp("ws")
     params = Params.model_validate({**TINY, "score": {"replay_sample": 0}})
     loggers = [
-        logging.getLogger(n) for n in ("codeloop.policy.model", "codeloop.stages.policy_init")
+        logging.getLogger(n) for n in ("codeloop.policy.model", "codeloop.policy.init")
     ]
     handler, levels = _Records(), [lg.level for lg in loggers]
     for lg in loggers:

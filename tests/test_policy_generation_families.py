@@ -12,8 +12,8 @@ from codeloop.policy.model import Policy
 from codeloop.policy.sft import run_sft
 from codeloop.policy.tiny import build_model, build_tokenizer
 from codeloop.rollout.context import EpisodeContext
+from codeloop.rollout.envs import run_episodes
 from codeloop.rollout.function_env import is_prompt_too_long
-from codeloop.rollout.kinds import run_episodes
 from codeloop.schema import Task
 
 TASK = Task(

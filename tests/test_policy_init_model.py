@@ -11,9 +11,9 @@ from codeloop.config import Params, PolicyInitConfig
 from codeloop.data.generator import generate_tasks
 from codeloop.io import write_tasks
 from codeloop.policy import prompts as P
+from codeloop.policy.init import init_policy
 from codeloop.policy.model import Policy, build_embedded, checkpoint_hash
 from codeloop.policy.sft import run_sft, sft_examples
-from codeloop.stages.policy_init import init_policy
 
 TINY = PolicyInitConfig(vocab_size=400, n_layer=1, n_head=2, n_embd=32, n_positions=256)
 

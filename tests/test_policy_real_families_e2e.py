@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from codeloop.evaluate.gate import promote
 from codeloop.io import read_trajectories
+from codeloop.ops.promote import promote
 from codeloop.paths import Paths
 from codeloop.policy.formats import CHAT_VERSION
 from codeloop.policy.model import Policy

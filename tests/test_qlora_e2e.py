@@ -11,13 +11,13 @@ import torch
 import yaml
 
 from codeloop.config import LoraConfig
-from codeloop.evaluate.gate import promote
 from codeloop.io import read_trajectories
+from codeloop.ops.promote import promote
 from codeloop.paths import Paths
 from codeloop.policy.lora import QUANT_FILE, enable_lora
 from codeloop.policy.model import Policy
 from codeloop.policy.tiny import save_tiny
-from codeloop.train.trainer import _forward_logps, collate
+from codeloop.train.trainer import collate, forward_logps
 from tests._tiny_repo import TINY, copy_repo, git, merge
 from tests.test_policy_real_families_e2e import FAMILY_PARAMS, _dvc
 
@@ -80,7 +80,7 @@ def test_the_first_nights_sampler_log_probs_are_the_4bit_trainers(nights):
     enable_lora(trainer, LoraConfig(r=4, alpha=8.0, quantize="4bit"))
     mb = collate(rows, trainer.tokenizer.pad_token_id)
     with torch.no_grad():
-        logps, _ = _forward_logps(trainer.model, mb)
+        logps, _ = forward_logps(trainer.model, mb)
     on = mb["mask"].bool()
     assert first["lora"] and (logps[on] - mb["old_logps"][on]).abs().max().item() < 1e-2
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from codeloop.agent.envs import plugin_env, pytest_env
+from codeloop.agent.envdirs import plugin_env, pytest_env
 from codeloop.agent.testrun import run_batched
 from codeloop.config import SandboxConfig
 from codeloop.data.repos.curate_repos import verify_repo_tasks

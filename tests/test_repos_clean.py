@@ -222,7 +222,7 @@ def test_an_unknown_mutation_operator_in_params_names_the_key():
 
 
 def test_config_knows_exactly_the_mutation_operators_of_the_mutator():
-    from codeloop.config_data import MUTATION_OPERATORS, REPAIRABLE_OPERATORS
+    from codeloop.config.data import MUTATION_OPERATORS, REPAIRABLE_OPERATORS
     from codeloop.data.repos.mutate import OPERATORS
     from codeloop.data.repos.synth import REPAIRABLE
 

@@ -8,8 +8,9 @@ import json
 
 import pytest
 
-from codeloop.agent.env import AgentEnv, make_agent_executor
-from codeloop.agent.envs import env_paths
+from codeloop.agent.env import AgentEnv
+from codeloop.agent.envdirs import env_paths
+from codeloop.agent.executor import open_executor
 from codeloop.agent.patches import apply_patch
 from codeloop.agent.testrun import run_pytest
 from codeloop.agent.workspace import copy_tree
@@ -28,7 +29,8 @@ def episodes(tmp_path_factory):
     for files in trees.values():
         store_files(files, root / "repos")
     cfg = AgentConfig(envs_dir=str(root / "envs"))
-    ex = make_agent_executor(SandboxConfig(backend="local", workers=2, timeout_s=30.0), cfg)
+    sandbox = SandboxConfig(backend="local", workers=2, timeout_s=30.0)
+    ex = open_executor(sandbox, cfg, [], workspaces=True)
     env = AgentEnv(ex, cfg, str(root / "repos"), str(root / "bases"))
     played = []
     for t in tasks:

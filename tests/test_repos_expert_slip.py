@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from codeloop.agent.env import AgentEnv, make_agent_executor
+from codeloop.agent.env import AgentEnv
+from codeloop.agent.executor import open_executor
 from codeloop.config import AgentConfig, SandboxConfig
 from codeloop.data.repos.expert import expert_calls, slipped
 from codeloop.data.repos.store import store_files
@@ -22,7 +23,8 @@ def world(tmp_path_factory):
     for files in trees.values():
         store_files(files, root / "repos")
     cfg = AgentConfig(envs_dir=str(root / "envs"), max_steps=500)
-    ex = make_agent_executor(SandboxConfig(backend="local", workers=2, timeout_s=30.0), cfg)
+    sandbox = SandboxConfig(backend="local", workers=2, timeout_s=30.0)
+    ex = open_executor(sandbox, cfg, [], workspaces=True)
     env = AgentEnv(ex, cfg, str(root / "repos"), str(root / "bases"))
     yield tasks, root / "repos", env
     ex.close()

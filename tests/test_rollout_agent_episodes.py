@@ -19,7 +19,7 @@ from codeloop.policy.model import Policy, train_tokenizer
 from codeloop.policy.sft import run_sft
 from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.demos import expert_demos
-from codeloop.rollout.kinds import run_episodes
+from codeloop.rollout.envs import run_episodes
 from codeloop.sandbox import make_executor
 from codeloop.schema import TERMINAL_REASONS
 

@@ -15,8 +15,8 @@ from codeloop.policy import prompts as P
 from codeloop.policy.model import build_embedded
 from codeloop.policy.sft import run_sft
 from codeloop.rollout.context import EpisodeContext
-from codeloop.rollout.kinds import run_episodes
-from codeloop.rollout.summary import rollout_metrics
+from codeloop.rollout.envs import run_episodes
+from codeloop.rollout.stats import rollout_metrics
 from codeloop.sandbox import make_executor
 from codeloop.sandbox.base import SandboxError
 

@@ -29,7 +29,7 @@ from codeloop.policy.model import Policy, build_embedded, train_tokenizer
 from codeloop.policy.sft import run_sft, sft_examples
 from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.demos import expert_demos
-from codeloop.rollout.kinds import run_episodes
+from codeloop.rollout.envs import run_episodes
 from codeloop.sandbox import make_executor
 
 AGENT = AgentConfig(max_steps=6, invalid_call_limit=3, observation_chars=400, test_timeout_s=30)
@@ -209,3 +209,31 @@ def test_agent_rubber_duck_still_submits_a_diff(agent_duck):
     context = policy.decode([i for i, m in zip(done[0].token_ids, done[0].loss_mask,
                                                 strict=True) if not m])
     assert EXPLAIN_FAILURE in context
+
+
+def test_agent_tdd_keeps_the_test_files_the_model_wrote():
+    import json
+
+    from codeloop.rollout.repo_env import model_test_files
+    from codeloop.schema import Action, Observation
+
+    def write(path, content, error=""):
+        args = json.dumps({"path": path, "content": content})
+        return Action(step=0, action_type="tool", content="", tool="write_file", args=args,
+                      observation=Observation(error_kind=error))
+
+    acts = [write("tests/test_model.py", "v1"), write("pkg/a.py", "code"),
+            write("tests/test_model.py", "v2"), write("tests/test_other.py", "x", "denied")]
+    assert json.loads(model_test_files(acts)) == {"tests/test_model.py": "v2"}
+    assert model_test_files(acts[1:2]) == ""
+
+
+def test_agent_tdd_prompt_asks_for_a_test_file_first(agent_duck):
+    from codeloop.policy.agent_format import TDD_ASK, agent_format_for
+    from codeloop.schema import Task
+
+    policy, _ = agent_duck
+    fmt = agent_format_for(policy.tokenizer)
+    task = Task("r", "synthetic_repo", "Fix the bug.", kind="repo")
+    assert TDD_ASK in fmt.tdd_prompt(task) and TDD_ASK not in fmt.prompt(task)
+    assert fmt.tdd_prompt(task).endswith(fmt.prompt(task)[-len("<|tool|>"):])

@@ -24,7 +24,7 @@ import pytest
 from codeloop.config import SandboxConfig
 from codeloop.data.loaders import load_humaneval, load_mbpp
 from codeloop.sandbox import ExecJob, make_executor
-from codeloop.sandbox.judge import plan_job
+from codeloop.sandbox.verdicts import plan_job
 
 MBPP = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp.jsonl"
 TIMEOUT = 30.0  # mbpp/123's reference needs ~15 s on one loaded core

@@ -15,7 +15,7 @@ from codeloop.config import SandboxConfig
 from codeloop.data.loaders import load_humaneval
 from codeloop.sandbox import ExecJob, make_executor
 from codeloop.sandbox.docker_backend import skip_without_docker_engine
-from codeloop.sandbox.judge import plan_job
+from codeloop.sandbox.verdicts import plan_job
 
 FORGE = """
 import json as _json, os as _os

@@ -1,7 +1,7 @@
 """The sandbox under load: a busy host, concurrent executors and our own processes dying.
 
 A correct program must never come back ``timeout`` or ``crashed`` because the machine is
-busy (issue 3 follow-up: ~81 MBPP references judged ``crashed`` under load average 8-10),
+busy (correct MBPP references once came back ``crashed`` under a heavy load average),
 and a death of our own infrastructure is re-run once or raised, never a model-code status.
 """
 
@@ -20,8 +20,8 @@ import pytest
 
 from codeloop.config import SandboxConfig
 from codeloop.sandbox import ExecJob, SandboxError, make_executor
-from codeloop.sandbox.judge import interpret, plan_job
 from codeloop.sandbox.pool import UID_LOCKS
+from codeloop.sandbox.verdicts import interpret, plan_job
 
 # Spends a fixed amount of its own CPU time, whatever the host's speed or load.
 BURN = "import time\ndef f(x):\n    t = time.process_time()\n    while time.process_time() - t < {s}: pass\n    return x\n"

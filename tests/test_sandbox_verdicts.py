@@ -10,8 +10,8 @@ import pytest
 from codeloop.config import SandboxConfig
 from codeloop.sandbox import ExecJob, make_executor
 from codeloop.sandbox.docker_backend import skip_without_docker_engine
-from codeloop.sandbox.judge import build_request, plan_job, wire
 from codeloop.sandbox.split import plan_test
+from codeloop.sandbox.verdicts import build_request, plan_job, wire
 
 
 @pytest.fixture(

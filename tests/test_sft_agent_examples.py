@@ -11,7 +11,7 @@ import pytest
 from codeloop.data.generator import generate_tasks
 from codeloop.policy.agent_format import CompactAgentFormat, call_of
 from codeloop.policy.model import Policy, train_tokenizer
-from codeloop.policy.sft import _batch, agent_examples, mix_examples, run_sft
+from codeloop.policy.sft import agent_examples, mix_examples, pad_batch, run_sft
 from codeloop.schema import Observation, Task
 
 TASK = Task("repo-1", "synthetic_repo", "total([1, 2]) returns 2; expected 3.", kind="repo")
@@ -69,7 +69,7 @@ def test_sft_agent_observations_carry_no_loss(policy):
 
 def test_sft_agent_batch_labels_are_minus_100_off_the_mask(policy):
     ex = agent_examples(policy, [(TASK, STEPS)], 512)
-    _, _, lab = _batch(ex, policy.tokenizer.pad_token_id)
+    _, _, lab = pad_batch(ex, policy.tokenizer.pad_token_id)
     ids, mask = ex[0]
     assert [int(x) for x in lab[0]] == [t if m else -100 for t, m in zip(ids, mask, strict=True)]
 

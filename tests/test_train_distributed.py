@@ -135,7 +135,7 @@ def test_only_rank_zero_writes_the_metrics_with_the_world_size(runs):
 def test_reweighted_shard_gradients_average_to_the_full_batch_gradient(workspace, loss_type):
     from codeloop.policy.model import Policy
     from codeloop.train.grpo import grpo_loss
-    from codeloop.train.trainer import _forward_logps, collate, prepare_batch
+    from codeloop.train.trainer import collate, forward_logps, prepare_batch
 
     policy = Policy.load(Paths(workspace).init_model)
     cfg = TrainConfig(**TRAIN, loss_type=loss_type)
@@ -147,7 +147,7 @@ def test_reweighted_shard_gradients_average_to_the_full_batch_gradient(workspace
     def grad(rows, weight: float) -> torch.Tensor:
         policy.model.zero_grad()
         mb = collate([t for t, _ in rows], policy.tokenizer.pad_token_id)
-        logps, _ = _forward_logps(policy.model, mb)
+        logps, _ = forward_logps(policy.model, mb)
         adv = torch.tensor([a for _, a in rows])
         loss, _ = grpo_loss(
             logps, mb["old_logps"], None, adv, mb["mask"], loss_type=loss_type,

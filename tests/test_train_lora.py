@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from codeloop.config import LoraConfig, TrainConfig
-from codeloop.evaluate.gate import merge_lora_checkpoint
+from codeloop.ops.promote import merge_lora_checkpoint
 from codeloop.policy.lora import BASE_VERSION_FILE
 from codeloop.policy.model import Policy, PolicyError
 from codeloop.policy.tiny import save_tiny
-from codeloop.train.trainer import GRPOUpdater, _forward_logps, collate, prepare_batch, train_grpo
+from codeloop.train.trainer import GRPOUpdater, collate, forward_logps, prepare_batch, train_grpo
 from tests._tiny_policy import group
 
 CFG = TrainConfig(
@@ -64,8 +64,8 @@ def test_the_kl_reference_is_the_adapter_disabled_base(base_dir, trained):
     mb = collate(trajs[:4], updater.pad_id)
     base = Policy.load(base_dir).model
     with torch.no_grad():
-        want, _ = _forward_logps(base, mb)
-        trained_logps, _ = _forward_logps(updater.peft, mb)
+        want, _ = forward_logps(base, mb)
+        trained_logps, _ = forward_logps(updater.peft, mb)
     assert torch.allclose(updater.ref_logps(mb), want, atol=1e-5)
     assert not torch.allclose(trained_logps, want, atol=1e-3)  # the adapter did move
 

@@ -15,11 +15,11 @@ import pytest
 import torch
 
 from codeloop.config import LoraConfig, TrainConfig
-from codeloop.evaluate.gate import merge_lora_checkpoint
+from codeloop.ops.promote import merge_lora_checkpoint
 from codeloop.policy.lora import QUANT_FILE, enable_lora, training_quantize
 from codeloop.policy.model import Policy, PolicyError
 from codeloop.policy.tiny import save_tiny
-from codeloop.train.trainer import GRPOUpdater, _forward_logps, collate, prepare_batch, train_grpo
+from codeloop.train.trainer import GRPOUpdater, collate, forward_logps, prepare_batch, train_grpo
 from tests._tiny_policy import group
 
 bnb = pytest.importorskip("bitsandbytes", reason="bitsandbytes (codeloop[qlora]) not installed")
@@ -89,8 +89,8 @@ def test_the_qlora_kl_reference_is_the_adapter_disabled_quantized_base(base_dir,
     mb = collate(trajs[:4], updater.pad_id)
     base = Policy.load(base_dir, quantize="4bit").model
     with torch.no_grad():
-        want, _ = _forward_logps(base, mb)
-        trained_logps, _ = _forward_logps(updater.peft, mb)
+        want, _ = forward_logps(base, mb)
+        trained_logps, _ = forward_logps(updater.peft, mb)
     assert updater.ref is None  # no second copy of the model
     assert torch.allclose(updater.ref_logps(mb), want, atol=1e-5)
     assert not torch.allclose(trained_logps, want, atol=1e-3)  # the adapter did move
@@ -122,8 +122,8 @@ def test_rollout_samples_the_policy_the_trainer_saved(base_dir, trajs, tmp_path)
     policy.save(tmp_path / "saved")
     mb = collate(trajs[:4], updater.pad_id)
     with torch.no_grad():
-        trained_logps, _ = _forward_logps(updater.peft, mb)
-        reloaded, _ = _forward_logps(Policy.load(tmp_path / "saved").model, mb)
+        trained_logps, _ = forward_logps(updater.peft, mb)
+        reloaded, _ = forward_logps(Policy.load(tmp_path / "saved").model, mb)
     assert torch.allclose(reloaded, trained_logps, atol=1e-5)
 
 
@@ -183,7 +183,7 @@ def test_sampler_and_trainer_log_probs_agree_on_a_quantized_base(base_dir):
         sample_logprobs=[0.0] * len(prompt) + gen.logprobs,
     )
     mb = collate([traj], 0)
-    logps, _ = _forward_logps(policy.model, mb)
+    logps, _ = forward_logps(policy.model, mb)
     got = logps[0][mb["mask"][0].bool()]
     assert torch.allclose(got, torch.tensor(gen.logprobs), atol=1e-4)
 
@@ -216,7 +216,7 @@ def _first_night_gap(base_dir, quantize) -> float:
     enable_lora(trainer, CFG.lora)  # the trainer's view: adapters at zero
     mb = collate(trajs, trainer.tokenizer.pad_token_id)
     with torch.no_grad():
-        logps, _ = _forward_logps(trainer.model, mb)
+        logps, _ = forward_logps(trainer.model, mb)
     on = mb["mask"].bool()
     return (logps[on] - mb["old_logps"][on]).abs().max().item()
 

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from codeloop.config import TrainConfig
-from codeloop.config_sections import ReplayConfig
+from codeloop.config import ReplayConfig, TrainConfig
 from codeloop.policy.model import Policy
-from codeloop.train.replay import candidates, draw, weight_stats, weights_for
+from codeloop.train.archive_replay import candidates, draw, weight_stats, weights_for
 from codeloop.train.trainer import train_grpo
 from tests._tiny_policy import BAD, GOOD, make_tiny_policy
 from tests._tiny_policy import episode as _episode

@@ -1,7 +1,7 @@
 """The coding agent's environment: episodes over sealed repository workspaces.
 
 ``AgentEnv(executor, cfg, repos_dir)`` needs an executor made with workspaces and the
-envs dir (``make_agent_executor``). ``env.reset(task)`` gives an ``Episode`` on a fresh
+envs dir (``codeloop.agent.executor.open_executor``). ``env.reset(task)`` gives an ``Episode`` on a fresh
 workspace (a copy of the task's cached base); ``episode.step(call)`` plays one tool call
 and returns its ``Observation``; ``env.step_many([(episode, call), ...])`` plays one call of
 each of many episodes with all their sandbox commands in one batch (one rollout turn).
@@ -16,24 +16,12 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from codeloop.agent.envs import boot_file, env_paths, plugin_env, pytest_env
+from codeloop.agent.envdirs import boot_file, env_paths
 from codeloop.agent.tools import INVALID_KINDS, Pending, ToolResult, Tools, parse_call, truncate
 from codeloop.agent.workspace import BaseCache, Workspace
-from codeloop.config import AgentConfig, SandboxConfig
-from codeloop.sandbox import SandboxError, make_executor
+from codeloop.config import AgentConfig
+from codeloop.sandbox import SandboxError
 from codeloop.schema import Action, Observation, Task
-
-
-def make_agent_executor(sandbox: SandboxConfig, agent: AgentConfig):
-    """An executor that can run agent commands, with ``agent.envs_dir`` visible at /envs
-    (the pytest and plugin env dirs are built there first), each workspace a tmpfs of
-    ``agent.workspace_bytes`` where the host can mount one (``workspaces.quota_enforced``)."""
-    envs = os.path.abspath(agent.envs_dir)
-    pytest_env(envs)
-    plugin_env(envs)
-    return make_executor(sandbox, workspaces=True, envs_root=envs,
-                         ws_parent=agent.workspace_dir or None,
-                         workspace_bytes=agent.workspace_bytes)
 
 
 @dataclass

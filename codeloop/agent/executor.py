@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 
-from codeloop.agent.envs import plugin_env, pytest_env
+from codeloop.agent.envdirs import plugin_env, pytest_env
 from codeloop.config import AgentConfig, SandboxConfig
 from codeloop.sandbox import make_executor
 from codeloop.sandbox.base import Executor
-from codeloop.schema import Task
+from codeloop.schema import Task, by_kind
 
 
 def needs_workspaces(tasks: list[Task]) -> bool:
     """True when some task is a repository task (its episodes and verdicts need workspaces)."""
-    return any(t.kind == "repo" for t in tasks)
+    return bool(by_kind(tasks)["repo"])
 
 
 def open_executor(
@@ -30,13 +31,15 @@ def open_executor(
     *,
     envs_dir: str = "",
     clean_envs: str = "",
+    workspaces: bool = False,
 ) -> Executor:
-    """The executor for ``tasks``: workspaces and an envs root only when a task needs them.
+    """The executor for ``tasks``: workspaces and an envs root only when a task needs them
+    (or ``workspaces``: a caller that will hand it repository tasks later).
 
     envs_dir: where the envs root is built ('' = ``agent.envs_dir``); clean_envs: the
     clean stage's env dirs the tasks' own environments are copied from.
     """
-    if not needs_workspaces(tasks):
+    if not (workspaces or needs_workspaces(tasks)):
         return make_executor(sandbox)
     envs = os.path.abspath(envs_dir or agent.envs_dir)
     copy_task_envs(tasks, clean_envs, envs)
@@ -52,8 +55,8 @@ def copy_task_envs(tasks: list[Task], clean_envs: str, envs: str) -> str:
     once (FileNotFoundError naming the task when it is missing); returns ``envs``."""
     os.makedirs(envs, exist_ok=True)
     os.chmod(envs, 0o755)
-    for t in tasks:
-        if t.kind != "repo" or not t.environment:
+    for t in by_kind(tasks)["repo"]:
+        if not t.environment:
             continue
         dest = os.path.join(envs, t.environment)
         if os.path.isdir(dest):
@@ -61,7 +64,12 @@ def copy_task_envs(tasks: list[Task], clean_envs: str, envs: str) -> str:
         src = os.path.join(clean_envs, t.environment)
         if not os.path.isdir(src):
             raise FileNotFoundError(f"task {t.task_id}: environment {src} does not exist")
-        tmp = dest + f".tmp{os.getpid()}"
+        tmp = dest + f".tmp{os.getpid()}.{threading.get_ident()}"
         shutil.copytree(src, tmp, symlinks=False)
-        os.replace(tmp, dest)  # whole or absent: a killed copy never passes for a built env
+        try:
+            os.rename(tmp, dest)  # whole or absent: a killed copy never passes for a built env
+        except OSError:
+            if not os.path.isdir(dest):
+                raise
+            shutil.rmtree(tmp)  # another thread or process copied it first: theirs stands
     return envs

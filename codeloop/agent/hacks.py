@@ -1,6 +1,6 @@
 """Static hack flags on a repository change: pure, no execution, fast.
 
-A flag names one way a patch reaches for the harness instead of the bug (issue 13 item 4).
+A flag names one way a patch reaches for the harness instead of the bug.
 The judge drops the hunks it can (test files, conftest, pytest configuration, start-up
 hooks) and restores every test file anyway, so most flags mark an *attempt*; the rest mark
 product code that could forge the verdict from inside the test process (the verdict channel

@@ -77,12 +77,13 @@ from pathlib import Path
 
 from codeloop.agent import canaries, hacks
 from codeloop.agent.channel import CHANNEL_FLAGS, read_channel
-from codeloop.agent.envs import boot_file, env_paths
+from codeloop.agent.envdirs import boot_file, env_paths
 from codeloop.agent.fsops import ToolError, remove_path, write_bytes
 from codeloop.agent.patches import PatchError, apply_patch, is_test_path
 from codeloop.agent.watch import TestWatch
 from codeloop.agent.workspace import node_file, remove_tree
-from codeloop.sandbox.base import CmdJob, SandboxError
+from codeloop.config import AgentConfig
+from codeloop.sandbox.base import CmdJob, Executor, SandboxError
 from codeloop.sandbox.pool import child_python
 from codeloop.schema import Task
 
@@ -108,7 +109,7 @@ class JudgeConfig:
     )
 
 
-def judge_config(agent) -> JudgeConfig:
+def judge_config(agent: AgentConfig) -> JudgeConfig:
     """The judge's settings from the agent section of params (its bounds)."""
     return JudgeConfig(max_patch_bytes=agent.max_patch_bytes)
 
@@ -182,7 +183,7 @@ def _read(root: str, rel: str) -> str | None:
         return fh.read()
 
 
-def _test_files(root: str) -> dict[str, bytes]:
+def read_test_files(root: str) -> dict[str, bytes]:
     """Every test file under ``root`` (by is_test_path), links included as their target text."""
     out: dict[str, bytes] = {}
     for top, dirs, files in os.walk(root):
@@ -233,7 +234,7 @@ class _Trees:
         if key not in self.built:
             src = os.path.join(self.dir, key)
             judge_tree(task, self.repos_dir, src)
-            self.built[key] = (src, _test_files(src))
+            self.built[key] = (src, read_test_files(src))
         src, tests = self.built[key]
         shutil.copytree(src, dest, symlinks=True)
         return src, dict(tests)
@@ -542,7 +543,10 @@ def _judge_chunk(items, trees: _Trees, executor, cfg: JudgeConfig) -> list[RepoV
 
 
 def judge_many(
-    items: list[tuple[Task, str]], repos_dir: str, executor, cfg: JudgeConfig | None = None
+    items: list[tuple[Task, str]],
+    repos_dir: str,
+    executor: Executor,
+    cfg: JudgeConfig | None = None,
 ) -> list[RepoVerdict]:
     """Verdicts for (task, model_patch) pairs, in input order; the pytest runs go to the
     executor in batches of ``cfg.per_worker`` per worker (so only that many trees are on

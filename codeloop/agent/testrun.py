@@ -19,7 +19,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from codeloop.agent.envs import PLUGIN_NAME
+from codeloop.agent.envdirs import PLUGIN_NAME
 from codeloop.sandbox.base import CmdJob, CmdResult
 
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")

@@ -1,4 +1,4 @@
-"""The agent's action space (issue 13, part 2; ``schema.TOOLS``) over one workspace.
+"""The agent's action space (``schema.TOOLS``) over one workspace.
 
 Each call is planned into either an answer now (file tools: host side, through fsops,
 which never follows a link) or a sandbox command plus a function turning its result into

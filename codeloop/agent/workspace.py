@@ -2,7 +2,7 @@
 
 The base of a repository task is its stored snapshot (``repos_dir/<snapshot>/``) with the
 task's ``bug_patch`` and then its ``test_patch`` applied, every hidden test file removed
-and no ``.git`` at all (issue 13, part 3: agents mine history). ``BaseCache`` materializes
+and no ``.git`` at all (agents mine history for the fix). ``BaseCache`` materializes
 each distinct (snapshot, bug_patch, test_patch, hidden files) once; a ``Workspace`` is a
 plain copy of that cached base into a fresh unguessable dir the executor handed out (both
 on /dev/shm where it is a tmpfs: cmdjobs.fast_tmp), so setting one up never starts a

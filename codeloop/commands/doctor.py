@@ -6,7 +6,7 @@ import sys
 
 from codeloop.config import ConfigError, load_params
 
-HELP = "Diagnose the latest iteration (seed 000 section 7): findings and suggested fixes."
+HELP = "Diagnose the latest iteration (reward, code, stalls, judge stability, versions): findings and suggested fixes."
 
 
 def add_arguments(p) -> None:

@@ -14,7 +14,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from codeloop.ops.deps import check, write
+    from codeloop.ops.dvc_deps import check, write
 
     root = Path(args.root)
     try:

@@ -81,7 +81,8 @@ def _calls(args):
 
 
 def run(args) -> int:
-    from codeloop.agent.env import AgentEnv, make_agent_executor
+    from codeloop.agent.env import AgentEnv
+    from codeloop.agent.executor import open_executor
     from codeloop.config import ConfigError, load_params
 
     try:
@@ -93,7 +94,7 @@ def run(args) -> int:
         print(f"codeloop env: {exc}", file=sys.stderr)
         return 2
     cfg = params.agent.model_copy(update={"bash": params.agent.bash or args.bash})
-    executor = make_agent_executor(params.sandbox, cfg)
+    executor = open_executor(params.sandbox, cfg, [task])
     try:
         env = AgentEnv(executor, cfg, args.repos)
         try:

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codeloop.sandbox import ExecJob, ExecResult, SandboxError, make_executor, require_met
-from codeloop.sandbox.judge import plan_job
 from codeloop.sandbox.pool import PoolExecutor
+from codeloop.sandbox.verdicts import plan_job
 
 if TYPE_CHECKING:
     from codeloop.config import SandboxConfig
@@ -295,9 +295,9 @@ def _stop(pool: ThreadPoolExecutor, starting: Future) -> None:
 
 def run(args) -> int:
     """``codeloop exec``. The collector is off while it loads and judges: the tasks, plans
-    and results it allocates all live to the end, so its passes over them (~60 ms of the
-    parent's CPU on 1,138 samples) free nothing; and at exit, everything still alive is
-    frozen out of the interpreter's last collections (another ~40 ms of a command's wall)."""
+    and results it allocates all live to the end, so its passes over them cost the
+    parent CPU and free nothing; and at exit, everything still alive is frozen out of the
+    interpreter's last collections, which would only walk it again."""
     atexit.register(gc.freeze)  # (registered once per call: freezing twice is harmless)
     enabled = gc.isenabled()
     gc.disable()
@@ -339,7 +339,7 @@ def _run_with(args, repo: bool, early) -> int:
 
         def submit(job: ExecJob) -> Future:
             # planned here, not in the judging threads: four threads planning under one GIL
-            # spent ~0.1 s more CPU on 1,138 samples; a test that cannot be planned raises
+            # contend for it and spend more CPU; a test that cannot be planned raises
             # where it did (in the future's result)
             try:
                 plans = plan_job(job)

@@ -143,10 +143,12 @@ def _dirs(args) -> tuple[str, str, str | None]:
 
 
 def _judge_all(preds, tasks, rejected, repos, envs, cfg, timeout) -> list[dict]:
+    from codeloop.agent.executor import open_executor
     from codeloop.agent.judge import JudgeConfig, judge_many
-    from codeloop.sandbox import make_executor, require_met
+    from codeloop.config import AgentConfig
+    from codeloop.sandbox import require_met
 
-    ex = make_executor(cfg, workspaces=True, envs_root=envs)
+    ex = open_executor(cfg, AgentConfig(), [], envs_dir=envs, workspaces=True)
     try:
         require_met(ex, cfg)
         jcfg = JudgeConfig(timeout_s=timeout or JudgeConfig.timeout_s)

@@ -45,8 +45,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from codeloop.data.repos.deps import DepsError
     from codeloop.data.repos.mint import MintConfig, mint_repo
+    from codeloop.data.repos.repo_deps import DepsError
 
     cfg = MintConfig(max_tasks=args.max, seed=args.seed, workers=args.workers,
                      hidden_fraction=args.hidden_fraction, name=args.name,

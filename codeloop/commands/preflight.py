@@ -6,7 +6,7 @@ import sys
 
 from codeloop.config import ConfigError, load_params
 
-HELP = "Run the pre-training checklist (seed 000 section 8.1); non-zero exit on a failure."
+HELP = "Run the pre-training checklist (what must hold before training); non-zero exit on a failure."
 
 
 def add_arguments(p) -> None:

@@ -163,9 +163,9 @@ def banded_near_duplicates(
 ) -> dict[int, tuple[int, float]]:
     """Same contract and banding as `greedy_near_duplicates`, with the index in numpy.
 
-    datasketch's MinHashLSH spends ~200 us per document in Python dict/set updates;
+    datasketch's MinHashLSH spends its time per document in Python dict/set updates;
     here the band keys of all rows are sorted at once and candidate pairs come from
-    equal keys, so the index costs a few microseconds per document. The (b, r) banding
+    equal keys, so the index is a few numpy passes over the whole batch. The (b, r) banding
     is datasketch's own optimum for the threshold, and tests check both give the same
     duplicates. ``cap`` bounds the earlier rows paired per bucket (huge buckets are
     clusters of copies; the first 64 are plenty to find a kept one).

@@ -15,7 +15,7 @@ Formats (one ``train.parquet`` per export, so ``datasets.load_dataset(DIR)`` rea
   previous run's result), ``action`` / ``action_ids`` / ``action_logprobs`` / ``logp``
   (the sampler's, summed), ``reward`` (the step reward, plus the episode reward on the
   last step), ``next_state_ids`` and ``done``. Steps are the loss-mask runs of the stored
-  token layout (codeloop.rollout.episodes), one per generate/revise action; rows
+  token layout (codeloop.rollout.loop), one per generate/revise action; rows
   without tokens (stripped by retention) are left out.
 
 Infra-error rows are never exported: they measure our infrastructure, not the policy.

@@ -86,7 +86,7 @@ OPS: tuple[Op, ...] = (
 # the corpus is for a ~1M-parameter model trained for minutes, so the language is as
 # regular as a spec. Variety lives in the programs (ops, constants, depth), which is
 # what the difficulty knob and GRPO need; v1's synonyms and arg-name copying left the
-# SFT'd model at 0% pass.
+# SFT'd model passing nothing.
 ARG_NAMES = {"int": "x", "list": "xs", "str": "s"}
 TYPE_WORDS = {"int": "an integer", "list": "a list of integers", "str": "a string"}
 FN_STEMS = ("calc", "transform", "process", "compute", "apply", "convert", "shape", "chain")

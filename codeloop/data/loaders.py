@@ -265,8 +265,8 @@ def _load_synthetic(n: int, seed: int, max_depth: int) -> LoadResult:
 
 def __getattr__(name: str):
     """``KINDS``: every source kind, the repository ones too. Computed on use, so loading a
-    task file (``codeloop exec``) does not import the repository loaders (hashlib, shutil:
-    ~20 ms of its start-up)."""
+    task file (``codeloop exec``) does not import the repository loaders (hashlib, shutil)
+    at its start-up."""
     if name == "KINDS":
         from codeloop.data.repos.load import REPO_KINDS
 

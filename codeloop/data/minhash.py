@@ -1,6 +1,6 @@
 """Vectorised MinHash signatures of tasks, bit-compatible with datasketch's "affine32".
 
-datasketch computes one MinHash per document in Python (~10k docs/s per core). Here a
+datasketch computes one MinHash per document in Python, one loop per document. Here a
 batch of documents is tokenised once, token hashes are cached per process, k-gram
 shingle hashes are combined with numpy over the whole batch, and the permutations
 ``fmix32(h) * a + b (mod 2^32)`` run as one (shingles x num_perm) array op with a
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 from datasketch import LeanMinHash
 
-from codeloop.data.tokens import _LINES, code_tokens, prompt_batch, prompt_tokens  # noqa: F401
+from codeloop.data.tokens import LINE_TABLE, code_tokens, prompt_batch, prompt_tokens  # noqa: F401
 
 SCHEME = "affine32"
 PROMPT_K = 2
@@ -91,8 +91,8 @@ def minhash_batch(
     """Signatures (n_docs x perms, uint32) of segmented shingle hashes.
 
     ``cols`` selects which of the num_perm permutations to apply. Works in the
-    (perms x shingles) layout: a segmented min along the last axis is 3x faster than
-    along the first, and the buffers fit in cache at this chunk size.
+    (perms x shingles) layout: a segmented min along the last (contiguous) axis is
+    faster than along the first, and the buffers fit in cache at this chunk size.
     """
     a, b = permutations(num_perm, seed)
     a, b = a[cols, None], b[cols, None]
@@ -126,7 +126,7 @@ def signatures(docs: Sequence[tuple[str, str]], num_perm: int, seed: int = 1) ->
     """
     half = num_perm // 2
     p_h, p_seg = shingle_hashes_flat(*prompt_batch([p for p, _ in docs]), PROMPT_K)
-    c_h, c_seg = shingle_hashes_flat(*_LINES.tokens([c for _, c in docs]), CODE_K)
+    c_h, c_seg = shingle_hashes_flat(*LINE_TABLE.tokens([c for _, c in docs]), CODE_K)
     sig_p = minhash_batch(p_h, p_seg, num_perm, seed, cols=slice(0, half))
     sig_c = minhash_batch(c_h, c_seg, num_perm, seed, cols=slice(half, num_perm))
     return np.hstack([sig_p, sig_c])

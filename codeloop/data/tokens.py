@@ -22,7 +22,7 @@ _PROMPT_SEED, _CODE_SEED = 17, 29  # different token seeds keep the two views' s
 
 _WORD = re.compile(r"\w+")
 _COMMENT = re.compile(r"#[^\n]*")
-# Identifiers first: trying string alternatives at every position costs 3x; a string
+# Identifiers first: trying string alternatives at every position costs far more; a string
 # prefix (f'..') then tokenises as a name plus a string, which is harmless here.
 # Attribute names (".nlargest") are one token and keep their identity: a renamer does
 # not touch library calls, and they tell heapq.nlargest from heapq.nsmallest.
@@ -238,9 +238,9 @@ def _fmix64(h: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint64(33))
 
 
-_LINES = _LineTable()
+LINE_TABLE = _LineTable()
 
 
 def code_tokens(code: str) -> list[int]:
     """Hashes of normalised code tokens (comments dropped, names/literals abstracted)."""
-    return _LINES.tokens([code])[0].tolist()
+    return LINE_TABLE.tokens([code])[0].tolist()

@@ -1,7 +1,7 @@
 """Frozen-set evaluation: pass@k with the unbiased estimator and the agent metrics.
 
 The policy runs on each frozen set as it runs in training (multi-turn self-debugging on
-the *visible* tests, through `codeloop.rollout.kinds.run_episodes`), then the trusted parent
+the *visible* tests, through `codeloop.rollout.envs.run_episodes`), then the trusted parent
 re-judges every episode's final code on the visible and the hidden tests separately. A
 sample is correct when it passes both; pass@k counts those.
 
@@ -16,13 +16,19 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from codeloop.config import EvaluateConfig, RolloutConfig
+from codeloop.config import AgentConfig, EvaluateConfig, RolloutConfig
 from codeloop.evaluate.passk import PASS_KS, pass_at_k
-from codeloop.sandbox.base import ExecJob, ExecResult
+from codeloop.sandbox.base import ExecJob, ExecResult, Executor
 from codeloop.schema import Task, Trajectory
+
+if TYPE_CHECKING:  # types only: the policy pulls in torch, the agent env its sandbox
+    from codeloop.agent.env import AgentEnv
+    from codeloop.agent.judge import RepoVerdict
+    from codeloop.policy.model import Policy
 
 # Statuses that mean the model's code errored (as opposed to running and being wrong).
 ERROR_STATUSES = frozenset(
@@ -81,12 +87,29 @@ class Episode:
         return "passed" if self.correct else "failed"
 
 
+class Reranker(Protocol):
+    """What critic-guided selection needs of a critic (codeloop.rewards.critic.Critic)."""
+
+    def rerank(self, task: Task, candidates: list[str]) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class AgentEval:
+    """What a frozen set of repository tasks runs and is judged with: the agent's
+    environment, its params, and the judge of each episode's final diff (one verdict per
+    (task, patch), each with ``resolved``)."""
+
+    env: AgentEnv
+    cfg: AgentConfig
+    judge: Callable[[list[Task], list[str]], list[RepoVerdict]]
+
+
 def _code_steps(traj: Trajectory) -> list:
     return [a for a in traj.actions if a.action_type in ("generate", "revise")]
 
 
 def judge_episodes(
-    trajs: list[Trajectory], tasks_by_id: dict[str, Task], executor: Any
+    trajs: list[Trajectory], tasks_by_id: dict[str, Task], executor: Executor
 ) -> list[Episode]:
     """Re-judge each trajectory's final code on visible and hidden tests (in parallel)."""
     jobs: list[ExecJob] = []
@@ -188,7 +211,7 @@ def per_task_pass_rates(episodes: list[Episode]) -> dict[str, float]:
 
 
 def critic_selected_rate(
-    episodes: list[Episode], tasks_by_id: dict[str, Task], critic: Any
+    episodes: list[Episode], tasks_by_id: dict[str, Task], critic: Reranker
 ) -> float:
     """Share of tasks whose critic-chosen sample (top of ``critic.rerank``) is correct.
 
@@ -206,8 +229,9 @@ def critic_selected_rate(
     return _rate(hits, len(per_task))
 
 
-def eval_rollout_config(cfg: EvaluateConfig) -> RolloutConfig:
-    """The rollout settings evaluation samples with (from the `evaluate` params only)."""
+def eval_rollout_config(cfg: EvaluateConfig, modes: RolloutConfig | None = None) -> RolloutConfig:
+    """The rollout settings evaluation samples with: the `evaluate` params, in the episode
+    modes of ``modes`` (the rollout params: a policy is taught and trained in its mode)."""
     return RolloutConfig(
         samples_per_task=cfg.samples_per_task,
         max_steps=cfg.max_steps,
@@ -216,14 +240,24 @@ def eval_rollout_config(cfg: EvaluateConfig) -> RolloutConfig:
         max_new_tokens=cfg.max_new_tokens,
         agent_max_new_tokens=cfg.agent_max_new_tokens,
         seed=0,
+        mode=modes.mode if modes else "self_debug",
+        agent_mode=modes.agent_mode if modes else "self_debug",
     )
 
 
-def _evaluate_repo_set(policy, tasks, executor, rcfg, agent, iteration, dataset_version):
+def _evaluate_repo_set(
+    policy: Policy,
+    tasks: list[Task],
+    executor: Executor,
+    rcfg: RolloutConfig,
+    agent: AgentEval,
+    iteration: int,
+    dataset_version: str,
+):
     """A frozen repository set: agent episodes, each final diff judged by `agent.judge`."""
     from codeloop.evaluate.agent_metrics import agent_set_metrics, agent_summary
     from codeloop.rollout.context import EpisodeContext
-    from codeloop.rollout.kinds import run_episodes
+    from codeloop.rollout.envs import run_episodes
 
     ctx = EpisodeContext(rcfg, dataset_version, iteration, 0.0, agent=agent.cfg)
     trajs = run_episodes(tasks, policy, None, ctx, agent_env=agent.env)
@@ -246,21 +280,22 @@ def _evaluate_repo_set(policy, tasks, executor, rcfg, agent, iteration, dataset_
 
 
 def evaluate_sets(
-    policy: Any,
+    policy: Policy,
     sets: dict[str, list[Task]],
-    executor: Any,
+    executor: Executor,
     cfg: EvaluateConfig,
     *,
     training_tasks: list[Task] | None = None,
     timeout_s: float | None = None,
     dataset_version: str = "",
     iteration: int = 0,
-    critic: Any = None,
-    agent: Any = None,
+    critic: Reranker | None = None,
+    agent: AgentEval | None = None,
+    modes: RolloutConfig | None = None,
 ) -> dict[str, Any]:
     """Run the policy on every frozen set; return {"sets": {name: metrics}, ...}.
 
-    A set of repository tasks runs agent episodes in ``agent.env`` (an AgentEnv) with
+    A set of repository tasks (``agent``: an AgentEval) runs agent episodes in ``agent.env`` with
     ``agent.cfg`` (the agent params) and is judged by ``agent.judge(tasks, patches) ->
     verdicts`` (each with ``resolved``); its pass@1 is the resolved rate, so the gate
     compares it like any set's, and ``out["agent"][name]`` holds what the UI shows.
@@ -271,11 +306,11 @@ def evaluate_sets(
     ``pass@1_critic`` (critic-guided selection).
     """
     from codeloop.rollout.context import EpisodeContext  # the policy's side; heavy (torch)
-    from codeloop.rollout.kinds import run_episodes
+    from codeloop.rollout.envs import run_episodes
 
     if training_tasks is not None:
         check_no_leak(sets, training_tasks)
-    rcfg = eval_rollout_config(cfg)
+    rcfg = eval_rollout_config(cfg, modes)
     out: dict[str, Any] = {"sets": {}, "pass_rates": {}}
     for name, tasks in sorted(sets.items()):
         if cfg.max_tasks_per_set:

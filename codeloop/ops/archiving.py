@@ -20,7 +20,7 @@ from typing import Any
 from codeloop.config import load_params
 from codeloop.data.archive import append_night, remove_night
 from codeloop.io import read_tasks, read_trajectories, write_json
-from codeloop.ops.rollback import dvc, git
+from codeloop.ops.vcs import dvc, git
 from codeloop.paths import ARCHIVE_DIR, ARCHIVE_METRICS, Paths
 
 FILES = [f"{ARCHIVE_DIR}.dvc", "data/.gitignore", ARCHIVE_METRICS]

@@ -1,10 +1,10 @@
-"""`codeloop doctor`: seed 000 section 7's diagnostics on the latest iteration.
+"""`codeloop doctor`: failure diagnostics of the latest iteration, each with a suggested fix.
 
-Each diagnostic yields a finding and, when something looks wrong, the suggested fix
-from the article: reward stuck (sample 20 trajectories, reward distribution,
+Each diagnostic yields a finding and, when something looks wrong, the suggested fix:
+reward stuck (sample 20 trajectories, reward distribution,
 zero-variance groups), empty or repeated code (length distribution, empty/constant
 functions), stalls (timeout ratio), environment stability (the same code judged
-several times must get the same verdict: the article's temperature-0 check), and
+several times must get the same verdict, as a temperature-0 rerun would), and
 rollout/train consistency (reward, dataset and model versions).
 """
 
@@ -16,12 +16,11 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from codeloop.config import Params
 from codeloop.io import read_json, read_tasks, read_trajectories
 from codeloop.paths import Paths
-from codeloop.sandbox.base import ExecJob
+from codeloop.sandbox.base import ExecJob, Executor
 from codeloop.schema import Trajectory
 
 
@@ -199,7 +198,9 @@ def consistency(trajs: list[Trajectory], params: Params, root: Path) -> Finding:
     )
 
 
-def run_doctor(params: Params, root: str = ".", executor: Any = None) -> list[Finding]:
+def run_doctor(
+    params: Params, root: str = ".", executor: Executor | None = None
+) -> list[Finding]:
     """All diagnostics over data/trajectories (the latest iteration)."""
     base = Path(root)
     trajs = [t for t in read_trajectories(Paths(base).trajectories_dir)]

@@ -1,10 +1,11 @@
-"""Pre-training checklist (seed 000, section 8.1) as checks that pass or fail with a reason.
+"""The pre-training checklist (what must hold before GRPO may start) as checks that pass or fail
+with a reason.
 
 1. executable tests, visible/hidden split   5. reward version pinned, golden test passing
 2. dedupe and benchmark exclusion done      6. sampling params and model version recorded
 3. sandbox limits set                       7. frozen eval set and metrics defined
 4. trajectory schema complete               8. reward components logged
-(and, beyond the article, 9. policy.device exists on this machine)
+(and 9. policy.device exists on this machine)
 
 ``train`` calls ``run_preflight`` first and refuses to start when ``report.ok`` is false.
 Each failed check names the file and what to do.
@@ -277,7 +278,7 @@ def _frozen_and_metrics(root: Path) -> Check:
 
 
 def run_preflight(params: Params, root: str = ".", *, run_golden: bool = True) -> PreflightReport:
-    """Every checklist item, in the article's order."""
+    """Every checklist item, in the numbered order of the module docstring."""
     base = Path(root)
     report = PreflightReport()
     report.checks.append(_tests_split(base))
@@ -289,5 +290,5 @@ def run_preflight(params: Params, root: str = ".", *, run_golden: bool = True) -
     report.checks.append(traj[1])
     report.checks.append(_frozen_and_metrics(base))
     report.checks.append(traj[2])
-    report.checks.append(_policy_device(params))  # beyond the article: where it trains
+    report.checks.append(_policy_device(params))  # item 9: where it trains
     return report

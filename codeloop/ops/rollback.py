@@ -1,4 +1,4 @@
-"""Workspace operations: git/dvc calls, the workspace lock, and rollback to an iteration.
+"""Rollback to an iteration: find its commit, restore its files, data and models.
 
 Every promoted iteration is one git commit tagged ``iter-NNNN`` holding dvc.lock,
 params.yaml, history/ and metrics/ (docs/design.md, "Iterations without cycles"). Rolling
@@ -9,88 +9,13 @@ HEAD, so the rollback is itself an ordinary commit-able change on the current br
 
 from __future__ import annotations
 
-import fcntl
 import os
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-LOCK_PATH = Path(".dvc/tmp/codeloop-nightly.lock")
-
-
-class WorkspaceError(RuntimeError):
-    """The workspace is not in a state we may change (busy, dirty, unknown target)."""
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("DVC_NO_ANALYTICS", "1")
-    # dvc.yaml commands say `python -m flows.x`: make that the interpreter running us.
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
-def git(repo: str | os.PathLike, *args: str, check: bool = True) -> str:
-    proc = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, env=_env())
-    if check and proc.returncode != 0:
-        raise WorkspaceError(f"git {' '.join(args)} failed: {proc.stderr.strip()}")
-    return proc.stdout
-
-
-def dvc_cmd(*args: str) -> list[str]:
-    """The argv of a dvc command run with this interpreter's dvc."""
-    return [sys.executable, "-m", "dvc", *args]
-
-
-def dvc(repo: str | os.PathLike, *args: str) -> str:
-    proc = subprocess.run(dvc_cmd(*args), cwd=repo, capture_output=True, text=True, env=_env())
-    if proc.returncode != 0:
-        raise WorkspaceError(f"dvc {' '.join(args)} failed:\n{proc.stdout}{proc.stderr}")
-    return proc.stdout
-
-
-@contextmanager
-def workspace_lock(repo: str | os.PathLike) -> Iterator[Path]:
-    """Exclusive, non-blocking lock: two nightly runs never share a workspace."""
-    path = Path(repo) / LOCK_PATH
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            raise WorkspaceError(
-                f"{path}: another run holds this workspace (pid {fh.read().strip() or '?'})"
-            ) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
-        try:
-            yield path
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def dirty_files(repo: str | os.PathLike) -> list[str]:
-    """Tracked files with uncommitted changes (untracked files do not count)."""
-    out = git(repo, "status", "--porcelain", "--untracked-files=no")
-    return [line[3:] for line in out.splitlines() if line.strip()]
-
-
-def require_clean(repo: str | os.PathLike, what: str) -> None:
-    dirty = dirty_files(repo)
-    if dirty:
-        raise WorkspaceError(
-            f"{what} refused: uncommitted changes in {', '.join(dirty[:10])}"
-            + (" ..." if len(dirty) > 10 else "")
-            + "; commit or discard them first"
-        )
+from codeloop.ops.vcs import WorkspaceError, dvc, git, require_clean
 
 
 def _params_at(repo: str | os.PathLike, commit: str) -> dict:

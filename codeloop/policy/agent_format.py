@@ -147,6 +147,16 @@ assert tuple(_PROPS) == TOOLS, "TOOL_SCHEMAS must cover schema.TOOLS in order"
 
 # rubber_duck: what the model is asked after a failing run_tests.
 EXPLAIN_FAILURE = "Explain why the failing tests fail and which line is wrong:"
+# tdd: the test file the model is asked to write first, and the ask.
+MODEL_TEST_PATH = "tests/test_model.py"
+TDD_ASK = (f"First write a test ({MODEL_TEST_PATH}, write_file) that fails now and passes once"
+           " the bug is fixed, then fix the code and submit.")
+
+
+def is_model_test(path: str) -> bool:
+    """A file the model wrote as its own tests: a test_*.py module."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return name.startswith("test_") and name.endswith(".py")
 
 
 class AgentParseError(ValueError):
@@ -266,6 +276,9 @@ class CompactAgentFormat(CompactFormat):
     def prompt(self, task: Task) -> str:
         return f"{P.TASK}{task.prompt.strip()}\n{P.TOOL}"
 
+    def tdd_prompt(self, task: Task) -> str:
+        return f"{P.TASK}{task.prompt.strip()}\n{TDD_ASK}\n{P.TOOL}"
+
     def call_text(self, call: dict) -> str:
         return render_compact(call) + P.END
 
@@ -330,6 +343,11 @@ class ChatAgentFormat(ChatFormat):
             {"role": "system", "content": AGENT_SYSTEM},
             {"role": "user", "content": task.prompt.strip()},
         ]
+
+    def tdd_prompt(self, task: Task) -> str:
+        msgs = self.messages(task)
+        msgs[-1] = {**msgs[-1], "content": msgs[-1]["content"] + "\n\n" + TDD_ASK}
+        return self._render(msgs, generation_prompt=True)
 
     def call_text(self, call: dict, task: Task | None = None) -> str:
         """The template's rendering of an assistant turn that makes `call`, with its end."""

@@ -300,9 +300,10 @@ class ChatFormat(CompactFormat):
         return self._user_turn(task, FIX, stopped)
 
     def tests_prompt(self, task: Task) -> str:
-        msgs = self.messages(task)
-        msgs[-1] = {**msgs[-1], "content": msgs[-1]["content"] + "\n\n" + TESTS}
-        return self._render(msgs, generation_prompt=True)
+        """The statement alone (no visible test: the model writes its own), then the ask."""
+        system = self.messages(task)[0]
+        user = {"role": "user", "content": task.prompt.strip() + "\n\n" + TESTS}
+        return self._render([system, user], generation_prompt=True)
 
     def code_ids(self, task: Task, stopped: bool = True) -> list[int]:
         return self._user_turn(task, CODE_AFTER_TESTS, stopped)

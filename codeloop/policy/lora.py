@@ -7,7 +7,7 @@ models/iter-NNNN still finds models/init) and ``lora_base_version.txt`` (the bas
 model_version, checked on load: an adapter on another base is refused, never silently
 applied). `codeloop.policy.model.Policy.load` loads base + adapter transparently (with
 `base_dir_of` and `attach_adapter` here), so rollout and evaluate need nothing special;
-`codeloop.evaluate.gate.merge_lora_checkpoint` writes the merged full model (promotion
+`codeloop.ops.promote.merge_lora_checkpoint` writes the merged full model (promotion
 with ``train.lora.merge_on_promote``). This module never imports the model module (it
 imports this one), so the policy package has no import cycle.
 
@@ -203,7 +203,7 @@ def keep_cpu_layout(model) -> None:
     Why: a Linear4bit in eval mode repacks its weight on the first no-grad CPU forward, and
     (bitsandbytes 0.50) a forward with gradients on a repacked weight then fails (in-place
     add on a leaf); the repacked kernel's log-probs also differ from the training path's
-    (measured up to 4e-3 per token on the tiny Qwen2), so sampler and trainer would
+    (visibly, per token, on the tiny Qwen2), so sampler and trainer would
     disagree. One layout for both keeps GRPO's ratio at 1 before the update. No effect on GPU.
     """
     for module in model.modules():

@@ -1,8 +1,8 @@
 """The policy: an HF causal LM + tokenizer with batched sampling and a content hash.
 
 `build_embedded` builds the embedded default (a BPE tokenizer trained on the task corpus
-and a tiny Llama- or GPT-2-shaped model; the policy_init stage, ``codeloop.stages.policy_init``,
-also loads a hub id / local path); a LoRA checkpoint loads base + adapter.
+and a tiny Llama- or GPT-2-shaped model; ``codeloop.policy.init`` calls it for the policy_init
+stage, or loads a hub id / local path instead); a LoRA checkpoint loads base + adapter.
 `Policy.generate` samples n completions per prompt in left-padded batches and returns,
 for every generated token, the sampler log-prob under the *temperature-scaled* raw
 logits: log_softmax(logits / T). That is the distribution the GRPO trainer recomputes
@@ -36,7 +36,7 @@ import torch
 from codeloop.policy import prompts as P
 from codeloop.policy.device import cuda_generate_kwargs, model_device, resolve_device
 from codeloop.policy.formats import format_for
-from codeloop.policy.sampling import PolicyError, _row_seeds, _RowSampler, row_seed  # noqa: F401
+from codeloop.policy.sampling import PolicyError, RowSampler, row_seed, row_seeds  # noqa: F401
 from codeloop.schema import Task
 
 VERSION_FILE = "model_version.txt"
@@ -52,8 +52,8 @@ def set_threads() -> int:
 
     Why 1: the embedded model's matmuls are too small to gain from a second thread, and
     on a 2-core machine shared with sandbox workers or another stage, OpenMP threads
-    spin-wait on each other (measured: an SFT step 0.58 s with 1 thread, 2.2 s with 2
-    under load). Set CODELOOP_THREADS=2 (or more) on idle machines or for hub models.
+    spin-wait on each other, so under load an SFT step is several times slower with two
+    threads than with one. Set CODELOOP_THREADS=2 (or more) on idle machines or for hub models.
     """
     n = max(1, int(os.environ.get("CODELOOP_THREADS", "1") or 1))
     torch.set_num_threads(n)
@@ -233,13 +233,13 @@ class Policy:
         """
         ids = [list(p) if not isinstance(p, str) else self.encode(p) for p in prompts]
         flat = [i for i in range(len(ids)) for _ in range(n)]
-        seeds = _row_seeds(ids, n, seed)
+        seeds = row_seeds(ids, n, seed)
         order = sorted(range(len(flat)), key=lambda j: len(ids[flat[j]]))
         results: list[Generation | None] = [None] * len(flat)
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             batch = [ids[flat[j]] for j in chunk]
-            sampler = _RowSampler(
+            sampler = RowSampler(
                 [seeds[j] for j in chunk], temperature, top_p, repetition_penalty,
                 f"{self.name} ({self.model_version[:12] or 'unsaved'})",
             )
@@ -271,10 +271,10 @@ class Policy:
         kw = cuda_generate_kwargs(self.model)
         if self.format.stop_strings():  # markers that are not single tokens: stop on text
             kw.update(stop_strings=self.format.stop_strings(), tokenizer=self.tokenizer)
-        # Greedy over scores in which _RowSampler has already left one token per row:
+        # Greedy over scores in which RowSampler has already left one token per row:
         # HF's own sampling would draw from the process-global RNG. A fresh generation
         # config: a hub model's own (repetition_penalty 1.1, top_k 20, ...) would otherwise
-        # reshape the logits before _RowSampler sees them.
+        # reshape the logits before RowSampler sees them.
         gen_cfg = GenerationConfig(
             do_sample=False, max_new_tokens=room, eos_token_id=stops, pad_token_id=pad,
             return_dict_in_generate=True,

@@ -23,7 +23,7 @@ def row_seed(seed: int, prompt_ids: list[int], rank: int, sample: int) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") >> 1
 
 
-def _row_seeds(ids: list[list[int]], n: int, seed: int) -> list[int]:
+def row_seeds(ids: list[list[int]], n: int, seed: int) -> list[int]:
     """Seeds of the flattened rows (prompt i, sample j): identical prompts get ranks 0, 1, ..."""
     seen: dict[tuple[int, ...], int] = {}
     seeds = []
@@ -34,7 +34,7 @@ def _row_seeds(ids: list[list[int]], n: int, seed: int) -> list[int]:
     return seeds
 
 
-class _RowSampler:
+class RowSampler:
     """HF logits processor that samples each row with its own generator.
 
     Applies repetition penalty, temperature and top-p exactly as HF's sampler does, draws

@@ -114,7 +114,7 @@ def agent_examples(
     fmt = agent_format_for(policy.tokenizer)
     out = []
     for task, steps in demos:
-        ids = fmt.prompt_ids(task)
+        ids = fmt.encode(fmt.tdd_prompt(task) if mode == "tdd" else fmt.prompt(task))
         mask = [0] * len(ids)
         for k, (call, obs) in enumerate(steps):
             c = fmt.call_ids(task, call)
@@ -169,7 +169,7 @@ def _as_mask(example) -> tuple[list[int], list[int]]:
     return (ids, list(ctx)) if isinstance(ctx, list) else (ids, [0] * ctx + [1] * (len(ids) - ctx))
 
 
-def _batch(examples: list, pad: int):
+def pad_batch(examples: list, pad: int):
     """Right-padded (B, T) input ids, attention mask and labels (-100 off the loss).
 
     An example is (ids, context length) — loss on ids[context:] — or (ids, loss mask).
@@ -300,7 +300,7 @@ def run_sft(
         if not batches:  # epoch boundary: reshuffle
             batches = length_grouped_batches(lengths, cfg.batch_size, rng)
         picked = batches.pop()
-        inp, att, lab = _batch([examples[i] for i in picked], policy.tokenizer.pad_token_id)
+        inp, att, lab = pad_batch([examples[i] for i in picked], policy.tokenizer.pad_token_id)
         dev = policy.device  # policy.device, as the stage loaded it
         loss = model(input_ids=inp.to(dev), attention_mask=att.to(dev), labels=lab.to(dev)).loss
         opt.zero_grad(set_to_none=True)

@@ -22,6 +22,7 @@ from codeloop.rewards.registry import (
     get_composition,
 )
 from codeloop.sandbox.base import ExecJob, ExecResult, SandboxError
+from codeloop.sandbox.faults import isolate_faults
 from codeloop.schema import Task, Trajectory
 
 __all__ = [
@@ -62,19 +63,9 @@ def run_jobs(executor, jobs: list[ExecJob | None]) -> list[ExecResult | SandboxE
     out: list[ExecResult | SandboxError | None] = [None] * len(jobs)
     if not idx:
         return out
-    try:
-        results = executor.run_many([jobs[i] for i in idx])
-        if len(results) != len(idx):
-            raise SandboxError(f"run_many returned {len(results)} results for {len(idx)} jobs")
-        for i, r in zip(idx, results, strict=True):
-            out[i] = r
-    except SandboxError as exc:
-        log.warning("run_many failed (%s); retrying job by job", exc)
-        for i in idx:
-            try:
-                out[i] = executor.run(jobs[i])
-            except SandboxError as one:
-                out[i] = one
+    results = isolate_faults(executor.run_many, executor.run, [jobs[i] for i in idx])
+    for i, r in zip(idx, results, strict=True):
+        out[i] = r
     return out
 
 

@@ -1,7 +1,7 @@
 """Reward-hacking alarm: a pure function over per-iteration history rows.
 
-Seed 000 section 6.3: "if the total reward rises while the test pass rate falls, other
-signals weigh too much and reward hacking is happening". Each row is a mapping with
+If the total reward rises while the test pass rate falls, other signals weigh too much
+and reward hacking is happening. Each row is a mapping with
 ``mean_reward``, ``hidden_pass_rate`` and ``visible_pass_rate`` (metrics/score.json has
 these keys). The alarm compares the current iteration with the previous one and with
 the gap threshold; the ops engineer writes the result into metrics and fails the

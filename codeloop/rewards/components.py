@@ -26,8 +26,8 @@ ERROR_STATUSES = (
     "crashed",
 )
 
-# RLTF partial credit (seed 004, "compute_rltf_reward"): right type but wrong value beats
-# a wrong type; a TypeError/ValueError means the code parsed, ran and reached the call.
+# RLTF-style per-test partial credit (reward from unit-test feedback): right type but wrong
+# value beats a wrong type; a TypeError/ValueError means the code parsed, ran and reached the call.
 RLTF_PASS = 1.0
 RLTF_RIGHT_TYPE = 0.3
 RLTF_CONTRACT_ERROR = 0.1

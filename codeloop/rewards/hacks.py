@@ -2,7 +2,7 @@
 
 Each detector returns a bool and never runs the code. They are signals, not verdicts: the
 sandbox already refuses exit codes and stdout as evidence of passing, and hidden tests
-catch what static checks miss. Detectors (seed 000 section 4.4, "reward hacking"):
+catch what static checks miss. Detectors (the usual reward hacks of code RL):
 
 - ``constant_output``: the entry point ignores every parameter yet returns a value (a
   constant that can only match visible tests whose expected outputs coincide);

@@ -5,6 +5,13 @@ result, the actions) to a scalar reward, its named components and per-step rewar
 A *released* composition is immutable: tests/test_score_golden.py pins its outputs on
 fixed inputs, so changing its behaviour means registering a new version. Hidden tests are
 not an input of any composition: they are diagnostics only.
+
+Episode modes add terms of their own on top, by mode, outside the compositions
+(codeloop.rewards.modes): ``test_quality`` x ``reward.tdd_weight`` for tdd rows (the
+model's own asserts judged on the reference and on its failed codes) and
+``explains_failing_line`` x ``reward.explain_weight`` for rubber_duck rows. A row keeps
+the registry version in ``reward_fn_version``; rows of other modes are scored as before.
+Which version a row gets is its task kind's (codeloop.rewards.kinds).
 """
 
 from __future__ import annotations
@@ -61,9 +68,9 @@ def _r(x: float) -> float:
 def reward_v1(inp: RewardInput) -> RewardOutput:
     """Spine reward: visible pass rate; syntax error or no code -0.5; timeout -> 0.
 
-    Why: the visible-test pass rate is the main, reproducible signal (seed 000 section
-    4.1). Unparsable output gets a negative score so the policy cannot dodge tests by
-    emitting garbage; a timeout is 0 (as the seed's compute_result_reward), i.e. as bad
+    Why: the visible-test pass rate is the main, reproducible signal: it
+    is what the frozen evaluation measures. Unparsable output gets a negative score so the policy cannot dodge tests by
+    emitting garbage; a timeout is 0, i.e. as bad
     as failing every test but not worse than a syntax error. No step rewards.
     """
     res = inp.visible
@@ -117,7 +124,7 @@ def reward_v2(inp: RewardInput) -> RewardOutput:
     Why these weights: a fully passing, honest program scores 0.8 - length (>= 0.65 even
     with the worst process and length terms); the best failing program scores below 0.6
     (RLTF < 1, no binary bonus, process <= 0.1), so shaping never outweighs passing.
-    RLTF (seed 004) separates "almost right" (right type, wrong value: 0.3 per test) from
+    RLTF-style credit separates "almost right" (right type, wrong value: 0.3 per test) from
     "completely wrong", which gives GRPO groups variance where binary rewards tie.
     Process rewards are potential-based (see components.process_rewards) and written per
     step. Syntax failure -0.5 as v1; a timeout zeroes the outcome terms. Any anti-hack
@@ -140,7 +147,7 @@ def reward_v2_critic(inp: RewardInput) -> RewardOutput:
 
 
 def reward_v2_judge(inp: RewardInput) -> RewardOutput:
-    """v2 plus 0.15 x LLM-judge score in [0, 1] (seed 000 section 6.3: judge weight 0.1-0.2).
+    """v2 plus 0.15 x LLM-judge score in [0, 1] (a judge weight kept small, within 0.1-0.2).
 
     Why small: a judge is flexible but noisy and expensive; execution stays the main
     signal (0.8 of the maximum).

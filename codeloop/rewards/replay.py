@@ -1,8 +1,8 @@
 """Replay: recompute stored rewards from final code, task and reward version, and diff.
 
-Seed 000 section 7.4: "before training, replay a random sample of ~100 trajectories and
-compare rewards". Each trajectory is re-scored with the version stamped in its own
-``metadata.reward_fn_version`` (not the current params), so old data replays under the
+Before training, replay a random sample of about 100 trajectories and compare rewards: a
+reward function that no longer reproduces its own scores would train on noise.
+Each trajectory is re-scored with the version stamped in its own ``metadata.reward_fn_version`` (not the current params), so old data replays under the
 function that scored it. Trajectories with an infra_error have no reward to check and
 are counted as skipped; an infra failure during the replay itself is reported apart
 from mismatches (the reward could not be checked, which is not a disagreement).
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from codeloop.rewards import score_trajectories
@@ -94,15 +95,27 @@ def sample_trajectories(trajs: list[Trajectory], n: int, seed: int) -> list[Traj
     return random.Random(seed).sample(list(trajs), n)
 
 
-def replay(
-    trajs: list[Trajectory],
-    tasks_by_id: dict[str, Task],
-    executor,
-    *,
-    judge=None,
-    critic=None,
+def compare(old: Trajectory, new: Trajectory, version: str) -> ReplayRow:
+    """One replay row: the stored trajectory against its fresh re-scoring."""
+    row = ReplayRow(old.trajectory_id, version, old.reward, new.reward)
+    if new.infra_error:
+        row.replayed, row.error = None, new.infra_error
+        return row
+    row.diff_components = _diff(old.reward_components, new.reward_components)
+    if abs(old.reward - new.reward) > TOLERANCE:
+        row.diff_components.insert(0, f"reward: {old.reward} -> {new.reward}")
+    steps_old = [a.reward for a in old.actions]
+    steps_new = [a.reward for a in new.actions]
+    if any(abs(x - y) > TOLERANCE for x, y in zip(steps_old, steps_new, strict=True)):
+        row.diff_components.append("step_rewards")
+    return row
+
+
+def replay_with(
+    trajs: list[Trajectory], rescore: Callable[[list[Trajectory], str], list[Trajectory]]
 ) -> ReplayReport:
-    """Re-score ``trajs`` with their own reward versions and compare with what is stored."""
+    """Re-score ``trajs`` group by group with ``rescore(group, version)`` under their own
+    stored versions and compare with what is stored."""
     checkable = [t for t in trajs if not t.infra_error]
     by_version: dict[str, list[Trajectory]] = defaultdict(list)
     for t in checkable:
@@ -114,20 +127,26 @@ def replay(
                 ReplayRow(t.trajectory_id, "", t.reward, None, error="never scored") for t in group
             ]
             continue
-        fresh = score_trajectories(
-            group, tasks_by_id, version, executor, judge=judge, critic=critic
-        )
-        for old, new in zip(group, fresh, strict=True):
-            row = ReplayRow(old.trajectory_id, version, old.reward, new.reward)
-            if new.infra_error:
-                row.replayed, row.error = None, new.infra_error
-            else:
-                row.diff_components = _diff(old.reward_components, new.reward_components)
-                if abs(old.reward - new.reward) > TOLERANCE:
-                    row.diff_components.insert(0, f"reward: {old.reward} -> {new.reward}")
-                steps_old = [a.reward for a in old.actions]
-                steps_new = [a.reward for a in new.actions]
-                if any(abs(x - y) > TOLERANCE for x, y in zip(steps_old, steps_new, strict=True)):
-                    row.diff_components.append("step_rewards")
-            rows.append(row)
+        fresh = rescore(group, version)
+        rows += [compare(old, new, version) for old, new in zip(group, fresh, strict=True)]
     return ReplayReport(rows, skipped=len(trajs) - len(checkable))
+
+
+def merge_reports(reports: list[ReplayReport]) -> ReplayReport:
+    """One report holding the rows (and skipped counts) of several."""
+    return ReplayReport([r for rep in reports for r in rep.rows],
+                        skipped=sum(rep.skipped for rep in reports))
+
+
+def replay(
+    trajs: list[Trajectory],
+    tasks_by_id: dict[str, Task],
+    executor,
+    *,
+    judge=None,
+    critic=None,
+) -> ReplayReport:
+    """Re-score function-task ``trajs`` with their own reward versions and compare with
+    what is stored (the composition alone; codeloop.rewards.kinds adds the mode terms)."""
+    return replay_with(trajs, lambda group, version: score_trajectories(
+        group, tasks_by_id, version, executor, judge=judge, critic=critic))

@@ -14,6 +14,7 @@ from codeloop.agent.judge import JudgeConfig, judge_many
 from codeloop.rewards.registry import RewardInput, get_composition
 from codeloop.rewards.repo_terms import HIDDEN_KEY, _r, repo_reward
 from codeloop.sandbox.base import ExecResult, SandboxError
+from codeloop.sandbox.faults import isolate_faults
 from codeloop.schema import Task, Trajectory
 
 __all__ = ["replay_repo", "repo_reward", "score_repo_trajectories"]  # repo_reward: its old home
@@ -71,47 +72,16 @@ def _judge_each(todo, repos_dir, executor, cfg) -> list:
     items = [(task, t.final_diff) for t, task in todo]
     if not items:
         return []
-    try:
-        return judge_many(items, repos_dir, executor, cfg)
-    except (SandboxError, OSError, ValueError):
-        pass
-    out = []
-    for item in items:
-        try:
-            out.append(judge_many([item], repos_dir, executor, cfg)[0])
-        except (SandboxError, OSError, ValueError) as exc:
-            out.append(exc)
-    return out
+    return isolate_faults(lambda batch: judge_many(batch, repos_dir, executor, cfg),
+                          lambda item: judge_many([item], repos_dir, executor, cfg)[0],
+                          items, errors=(SandboxError, OSError, ValueError))
 
 
 def replay_repo(trajs: list[Trajectory], tasks_by_id: dict[str, Task], executor, repos_dir: str):
     """Re-judge stored repository trajectories under their own reward versions and compare
     rewards, components and step rewards with what is stored (codeloop.rewards.replay)."""
     # imported here: replay stands on codeloop.rewards, which registers this module's v3
-    from codeloop.rewards.replay import TOLERANCE, ReplayReport, ReplayRow, _diff
+    from codeloop.rewards.replay import replay_with
 
-    checkable = [t for t in trajs if not t.infra_error]
-    rows: list[ReplayRow] = []
-    for version in sorted({t.metadata.reward_fn_version for t in checkable}):
-        group = [t for t in checkable if t.metadata.reward_fn_version == version]
-        if not version:
-            rows += [
-                ReplayRow(t.trajectory_id, "", t.reward, None, error="never scored") for t in group
-            ]
-            continue
-        fresh = score_repo_trajectories(group, tasks_by_id, version, executor, repos_dir)
-        for old, new in zip(group, fresh, strict=True):
-            row = ReplayRow(old.trajectory_id, version, old.reward, new.reward)
-            if new.infra_error:
-                row.replayed, row.error = None, new.infra_error
-            else:
-                row.diff_components = _diff(old.reward_components, new.reward_components)
-                if abs(old.reward - new.reward) > TOLERANCE:
-                    row.diff_components.insert(0, f"reward: {old.reward} -> {new.reward}")
-                pairs = zip(
-                    [a.reward for a in old.actions], [a.reward for a in new.actions], strict=True
-                )
-                if any(abs(x - y) > TOLERANCE for x, y in pairs):
-                    row.diff_components.append("step_rewards")
-            rows.append(row)
-    return ReplayReport(rows, skipped=len(trajs) - len(checkable))
+    return replay_with(trajs, lambda group, version: score_repo_trajectories(
+        group, tasks_by_id, version, executor, repos_dir))

@@ -1,6 +1,6 @@
 """Score metrics: reward and per-component distributions, pass rates, the visible-hidden gap.
 
-Seed 000 section 6.3: log every component's distribution, not only the total reward, so
+Log every component's distribution, not only the total reward, so
 a rising reward with a falling pass rate is visible. Only trajectories without an
 infra_error count (they are excluded from training too).
 """

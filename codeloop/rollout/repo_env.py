@@ -14,7 +14,9 @@ and counted by the env. The env decides ``submitted``, ``max_steps`` (``agent.ma
 calls) and ``invalid_action_limit`` (``agent.invalid_call_limit`` malformed calls);
 this env adds ``context_full`` (no room for the next observation or call),
 ``infra_error`` (SandboxError: excluded from training), ``error`` with status
-prompt_too_long. In ``rubber_duck`` mode a failing ``run_tests`` is followed by a turn
+prompt_too_long. In ``tdd`` mode the prompt asks for a test file first; the test files
+the model writes are kept as ``model_tests`` (judged by score on the reference and the
+buggy tree; the judged ``final_diff`` leaves test files out). In ``rubber_duck`` mode a failing ``run_tests`` is followed by a turn
 in which the model explains in prose why the tests fail (an ``explain`` action), then
 its next call. Each trajectory carries the workspace's ``final_diff`` (what score
 judges) and its tool counts.
@@ -25,7 +27,7 @@ from __future__ import annotations
 import json
 
 from codeloop.agent.env import AgentEnv
-from codeloop.policy.agent_format import AgentParseError, agent_format_for
+from codeloop.policy.agent_format import AgentParseError, agent_format_for, is_model_test
 from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.loop import PROMPT_TOO_LONG, Episode
 from codeloop.sandbox.base import SandboxError
@@ -52,10 +54,10 @@ class RepoEnv:
         self.env_timeout = float(ctx.agent.test_timeout_s or 0.0)
 
     def prompt(self, task: Task) -> str:
-        return self.fmt.prompt(task)
+        return self.fmt.tdd_prompt(task) if self.mode == "tdd" else self.fmt.prompt(task)
 
     def reset(self, task: Task, sample: int) -> Episode:
-        e = Episode(task, sample, self.fmt.prompt_ids(task))
+        e = Episode(task, sample, self.fmt.encode(self.prompt(task)))
         if len(e.ids) + MIN_ROOM > self.policy.max_context:
             e.too_long(self.policy.max_context, "tool")
             return e
@@ -138,7 +140,22 @@ class RepoEnv:
             "tests_run": sum(
                 1 for a in acts if a.tool == "run_tests" and not a.observation.error_kind
             ),
+            "model_tests": model_test_files(acts),
         }
+
+
+def model_test_files(acts: list[Action]) -> str:
+    """The test files the model wrote (its last write_file of each test_*.py path, when the
+    write succeeded) as a JSON object path -> content; "" when it wrote none."""
+    files: dict[str, str] = {}
+    for a in acts:
+        if a.tool != "write_file" or a.observation.error_kind:
+            continue
+        args = json.loads(a.args or "{}")
+        path = str(args.get("path", ""))
+        if is_model_test(path):
+            files[path] = str(args.get("content", ""))
+    return json.dumps(files, sort_keys=True) if files else ""
 
 
 def _parse(fmt, text: str, stopped: bool) -> dict:

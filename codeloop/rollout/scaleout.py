@@ -3,7 +3,7 @@
 ``fan_out_rollout`` splits the planned tasks into contiguous chunks and ships one
 ``ChunkJob`` per chunk to ``codeloop.rollout.runners.fan_out``; each chunk loads the policy
 from its checkpoint directory, opens its own sandbox executor, runs the episodes of its
-tasks (``codeloop.rollout.kinds.run_episodes``: each task kind through its env) and, when
+tasks (``codeloop.rollout.envs.run_episodes``: each task kind through its env) and, when
 the job carries a ``score`` function (benchmarks: rollout and score in one pass; e.g.
 ``functools.partial(codeloop.rewards.fanout.score_rows, reward=...)``), scores its rows
 with it. This module never imports the reward code: the rollout stage, which never
@@ -60,7 +60,7 @@ class ChunkJob:
 
 
 def _roll(job: ChunkJob, tasks: list[Task], policy, executor) -> list[Trajectory]:
-    from codeloop.rollout.kinds import run_episodes
+    from codeloop.rollout.envs import run_episodes
 
     trajs = run_episodes(tasks, policy, executor, job.ctx)
     if job.score is not None:

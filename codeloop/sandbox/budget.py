@@ -1,5 +1,5 @@
-"""The job's time budget, charged from /proc; the pump that reads a running job's pipes;
-and the clean-up that kills and reaps every process a job left.
+"""The job's time budget, charged from /proc, and the pump that reads a running job's
+pipes (the clean-up that kills what a job left is procs.py's).
 
 Stdlib only, like zygote.py: pool.ZYGOTE_SRC is this source followed by zygote.py's, run
 as one ``python3 -I -S -c`` program. The budget is charged every SAMPLE_S (only jobs that
@@ -9,11 +9,11 @@ for a CPU (schedstat), so load slows a job without timing it out (``wall_cap`` c
 
 import os
 import select
-import signal
 import time
 
-try:  # for linters and tests; as the zygote, memcg.py's source runs before this one
+try:  # for linters and tests; as the zygote, memcg.py's and procs.py's sources run first
     from codeloop.sandbox.memcg import cg_killed
+    from codeloop.sandbox.procs import descendants
 except ImportError:
     pass
 
@@ -23,26 +23,6 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 class ParentGone(Exception):
     """Our control pipe hung up mid-job: the parent died; kill the job and exit."""
-
-
-def _children(pid=None):
-    pid, out = pid or os.getpid(), []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as fh:
-                out += [int(p) for p in fh.read().split()]
-    except (OSError, ValueError):
-        pass
-    return out
-
-
-def _descendants():
-    """PIDs of every process below us: the job's tree and its orphans (we reap for both)."""
-    out, todo = [], _children()
-    while todo:
-        out.append(todo.pop())
-        todo += _children(out[-1])
-    return out
 
 
 def _cpu_s(pid):
@@ -56,7 +36,7 @@ def job_usage(waits):
     """(CPU seconds, run-queue wait seconds) of the job. ``waits`` keeps each task's last
     wait across samples, so a process reaped since still counts up to its last sample."""
     cpu = 0.0
-    for pid in _descendants():
+    for pid in descendants():
         try:
             cpu += _cpu_s(pid)
             for tid in os.listdir(f"/proc/{pid}/task"):
@@ -80,7 +60,7 @@ def _spent(job, elapsed, waits):
     return "wall" if elapsed >= job.get("wall_cap", job["timeout"] * 10 + 1) else ""
 
 
-def _pump(fds, pidfd, ctl, job, caps, start):
+def pump(fds, pidfd, ctl, job, caps, start):
     """Read the child's pipes until it exits, a cap is hit, or a budget is spent.
     Returns (buffers, caps over, exited, budget spent). Raises ParentGone if ``ctl`` hangs up."""
     bufs = {name: bytearray() for name in fds}
@@ -123,54 +103,6 @@ def _pump(fds, pidfd, ctl, job, caps, start):
             if len(bufs[name]) > caps[name]:
                 over.append(name)
     return bufs, over, exited, spent
-
-
-def kill_everything(pid, opts):
-    """SIGKILL the job's child and every process it left; reap them all.
-    Returns (child's wait status, child's CPU seconds incl. its reaped children)."""
-    if os.getpid() == 1:  # PID 1 of our own namespace: kill(-1) reaches setsid'd daemons too
-        _kill_quiet(-1)
-        _, status, ru = os.wait4(pid, 0)
-        while True:  # every orphan is our child: block until each dies; ECHILD: none left
-            _kill_quiet(-1)  # (kill(-1) and fork exclude each other: nothing escapes it)
-            try:
-                os.waitpid(-1, 0)
-            except ChildProcessError:
-                return status, ru.ru_utime + ru.ru_stime
-    else:
-        _kill_quiet(-pid)
-        _kill_quiet(pid)
-        uid = opts.get("uid")
-        if uid is not None and os.getuid() == 0:
-            helper = os.fork()
-            if helper == 0:  # kill(-1) as the job's uid: every process that uid owns
-                try:
-                    os.setuid(uid)
-                    for _ in range(64):
-                        os.kill(-1, signal.SIGKILL)
-                except BaseException:
-                    pass
-                os._exit(0)
-            os.waitpid(helper, 0)
-    _, status, ru = os.wait4(pid, 0)
-    for _ in range(10000):  # orphans were re-parented to us (PID 1 or subreaper)
-        kids = _children()
-        if not kids:
-            break
-        for k in kids:
-            _kill_quiet(k)
-            try:
-                os.waitpid(k, 0)
-            except ChildProcessError:
-                pass
-    return status, ru.ru_utime + ru.ru_stime
-
-
-def _kill_quiet(pid):
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def oom_kills():

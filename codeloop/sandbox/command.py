@@ -41,8 +41,8 @@ try:  # for linters and tests; as the zygote, seal.py's source runs before this 
         MS_NOSUID,
         MS_PRIVATE,
         MS_REMOUNT,
-        _mount,
-        _sys_libc,
+        mount,
+        sys_libc,
     )
 except ImportError:
     pass
@@ -73,14 +73,14 @@ def bind_workspace(ws):
     tree, whose parent is the root; no other workspace has a path it can reach. Private: the
     host's mounts never change it while the job runs."""
     unbind_workspace()
-    _mount(ws, WS_MOUNT, None, MS_BIND)
-    _mount(None, WS_MOUNT, None, MS_PRIVATE)
-    _mount(None, WS_MOUNT, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
+    mount(ws, WS_MOUNT, None, MS_BIND)
+    mount(None, WS_MOUNT, None, MS_PRIVATE)
+    mount(None, WS_MOUNT, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
 
 
 def unbind_workspace():
     """Detach whatever is bound at /ws (EINVAL: nothing is)."""
-    _sys_libc.umount2(WS_MOUNT.encode(), MNT_DETACH)
+    sys_libc.umount2(WS_MOUNT.encode(), MNT_DETACH)
 
 
 def hand_over(ws, uid):

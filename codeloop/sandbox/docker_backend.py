@@ -37,8 +37,8 @@ import time
 from codeloop.config import SandboxConfig
 from codeloop.sandbox.base import SandboxError
 from codeloop.sandbox.cmdjobs import WorkspaceRoot
-from codeloop.sandbox.judge import wire
 from codeloop.sandbox.pool import ZYGOTE_SRC, PoolExecutor, zygote_opts
+from codeloop.sandbox.verdicts import wire
 
 IMAGE = os.environ.get("CODELOOP_SANDBOX_IMAGE", "codeloop-sandbox:bookworm")
 LABEL = "codeloop.sandbox"

@@ -34,7 +34,7 @@ _MAX_ITEMS = 200_000
 def _fast_dumps():
     """``json.dumps`` with its defaults, through a C encoder built once. json.dumps builds a
     JSONEncoder and a C encoder per call, and their first use in each forked child writes
-    ~40 more pages of the zygote's memory (copy-on-write faults: ~0.1 ms a job). Same text,
+    dozens more pages of the zygote's memory (a copy-on-write fault each, every job). Same text,
     same TypeError for a value JSON cannot hold; no cycle check, as every message is a fresh
     tree (``_encode``'s output, strings, numbers)."""
     make = getattr(json.encoder, "c_make_encoder", None)

@@ -146,7 +146,7 @@ def _opts(uid: int | None, ro_binds: list[str], seal_extra: dict, cgroup: dict) 
 class Prestart:
     """The zygotes of a local executor without ro_binds or workspaces, started before its
     config is known: ``codeloop exec`` starts them before it imports the config's models
-    (pydantic: ~0.1 s on one core, while the other one idles). They are the same zygotes,
+    (pydantic, on one core while the other one idles). They are the same zygotes,
     leased uids and seal checks included: ``LocalExecutor(cfg, prestart=...)`` adopts them
     when its own would be identical and checks each against ``cfg.require`` as it does its
     own; otherwise, or if never adopted, ``close`` ends them and frees their uids (and
@@ -225,7 +225,7 @@ class LocalExecutor(PoolExecutor):
         for path in cfg.ro_binds:
             if not os.path.exists(path):
                 raise SandboxError(f"sandbox.ro_binds: {path} does not exist")
-        # no probe first (a whole `unshare python3` run, ~30 ms before any zygote started):
+        # no probe first (a whole `unshare python3` run before any zygote started):
         # a zygote that cannot start under it is the probe; only then is `unshare` asked why
         prefix = _unshare_command()
         # workspaces: agent commands (cmdjobs); the zygote hands each to the slot's uid

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 from codeloop.sandbox.base import CmdJob, CmdResult, ExecJob, ExecResult, SandboxError
 from codeloop.sandbox.cmdjobs import run_commands
 from codeloop.sandbox.isolation import Isolation, host_namespaces, host_paths_to_hide, refusal
-from codeloop.sandbox.judge import (
+from codeloop.sandbox.uids import UID_BASE, UID_LOCKS, UID_SPAN, lease_uid  # noqa: F401
+from codeloop.sandbox.verdicts import (
     build_request,
     interpret,
     no_code_result,
@@ -42,17 +43,16 @@ from codeloop.sandbox.judge import (
     wall_cap,
     wire,
 )
-from codeloop.sandbox.uids import UID_BASE, UID_LOCKS, UID_SPAN, lease_uid  # noqa: F401
 
 if TYPE_CHECKING:  # (not imported for real: `codeloop exec` starts zygotes before pydantic)
     from codeloop.config import SandboxConfig
 
 HERE = Path(__file__).resolve().parent
-# one program each (stdlib only): memcg.py, budget.py, seccomp.py, seal.py and
+# one program each (stdlib only): memcg.py, procs.py, budget.py, seccomp.py, seal.py and
 # evaluator_fork.py define what zygote.py uses; evaluator.py, run in the evaluator child, uses harness.py's wire format
 ZYGOTE_SRC = "\n\n".join(
     (HERE / name).read_text()
-    for name in ("memcg.py", "budget.py", "seccomp.py", "seal.py", "evaluator_fork.py", "command.py",
+    for name in ("memcg.py", "procs.py", "budget.py", "seccomp.py", "seal.py", "evaluator_fork.py", "command.py",
                  "zygote.py")
 )
 HARNESS_SRC = (HERE / "harness.py").read_text() + "\n\n" + (HERE / "evaluator.py").read_text()
@@ -61,9 +61,9 @@ CHILD_PYTHON = os.environ.get("CODELOOP_SANDBOX_PYTHON", "/usr/bin/python3")
 
 # Modules the zygote imports once, so jobs (and evaluators) find them loaded: those the
 # datasets' programs and tests import. Every module here makes each fork and exit dearer
-# (its pages are the zygote's), so rarely used ones (hashlib: +5 MB of libcrypto,
+# (its pages are the zygote's), so rarely used ones (hashlib: all of libcrypto,
 # statistics, datetime, textwrap, unicodedata) are left to the jobs that import them, and
-# so is random: its at-fork reseed of the generator costs every job ~0.1 ms of CPU.
+# so is random: its at-fork reseed of the generator costs every job CPU.
 PRELOAD = ["collections", "math", "itertools", "functools", "re", "heapq", "bisect", "string",
            "operator", "typing", "copy", "json", "decimal", "fractions", "array", "cmath"]
 GRACE_S = 10.0  # on top of the job deadline before we call a zygote hung

@@ -31,7 +31,7 @@ try:  # for linters and tests; as the zygote, seccomp.py's source runs just befo
 except ImportError:
     pass
 
-_sys_libc = ctypes.CDLL(None, use_errno=True)
+sys_libc = ctypes.CDLL(None, use_errno=True)
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
 MS_NOATIME, MS_NODIRATIME, MS_REC, MS_PRIVATE, MS_RELATIME = 1024, 2048, 16384, 1 << 18, 1 << 21
 MS_SLAVE = 1 << 19
@@ -53,14 +53,14 @@ CAP_SETPCAP = 8
 
 def _prctl(option, a2=0, a3=0, a4=0, a5=0):
     args = [ctypes.c_ulong(x) for x in (a2, a3, a4, a5)]
-    if _sys_libc.prctl(ctypes.c_int(option), *args) != 0:
+    if sys_libc.prctl(ctypes.c_int(option), *args) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"prctl({option}): {os.strerror(err)}")
 
 
-def _mount(src, target, fstype, flags, data=None):
+def mount(src, target, fstype, flags, data=None):
     args = [x.encode() if x is not None else None for x in (src, target, fstype, data)]
-    if _sys_libc.mount(args[0], args[1], args[2], ctypes.c_ulong(flags), args[3]) != 0:
+    if sys_libc.mount(args[0], args[1], args[2], ctypes.c_ulong(flags), args[3]) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mount {src or ''} on {target}: {os.strerror(err)}")
 
@@ -94,15 +94,15 @@ def _bind(src, dst, read_only=True, receive=False):
     else:
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         open(dst, "a").close()
-    _mount(src, dst, None, MS_BIND | (MS_REC if receive else 0))
+    mount(src, dst, None, MS_BIND | (MS_REC if receive else 0))
     if not receive:
-        _mount(None, dst, None, MS_PRIVATE)
+        mount(None, dst, None, MS_PRIVATE)
     if read_only:
         kept = MS_NOSUID | MS_NODEV
         flags = os.statvfs(src).f_flag
         for bit, ms in _KEEP:
             kept |= ms if flags & bit else 0
-        _mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
+        mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
 
 
 def build_private_root(ro_binds, host_mnt_ns, binds=(), dirs=()):
@@ -119,10 +119,10 @@ def build_private_root(ro_binds, host_mnt_ns, binds=(), dirs=()):
         raise OSError(1, "not in a private mount namespace: refusing to build a root here")
     # slaves, not private: the workspace root's bind below must stay linked to the host's
     # (shared) mount; each other mount of the new root is made private as it is bound
-    _mount(None, "/", None, MS_REC | MS_SLAVE)
+    mount(None, "/", None, MS_REC | MS_SLAVE)
     # opened before the staging tmpfs hides the host's /tmp (a workspace root may be there)
     held = [(os.open(src, os.O_PATH | os.O_DIRECTORY), dst, rw) for src, dst, rw in binds]
-    _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
     new = NEW_ROOT
     for d in runtime_dirs() + [os.path.realpath(p) for p in ro_binds]:
         _bind(d, new + d)
@@ -139,18 +139,18 @@ def build_private_root(ro_binds, host_mnt_ns, binds=(), dirs=()):
         _bind("/dev/" + dev, new + "/dev/" + dev, read_only=False)
     for path, size in (("/tmp", "256m"), ("/dev/shm", "64m")):
         os.makedirs(new + path, exist_ok=True)
-        _mount("tmpfs", new + path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
+        mount("tmpfs", new + path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
     os.makedirs(new + "/proc")
-    _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.chdir(new)
-    if _sys_libc.syscall(ctypes.c_long(_PIVOT_ROOT[os.uname().machine]), b".", b".") != 0:
+    if sys_libc.syscall(ctypes.c_long(_PIVOT_ROOT[os.uname().machine]), b".", b".") != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"pivot_root: {os.strerror(err)}")
-    if _sys_libc.umount2(b".", MNT_DETACH) != 0:  # the old root, stacked on the same point
+    if sys_libc.umount2(b".", MNT_DETACH) != 0:  # the old root, stacked on the same point
         err = ctypes.get_errno()
         raise OSError(err, f"detaching the old root: {os.strerror(err)}")
     os.chdir("/")
-    _mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     return sorted(os.listdir("/"))
 
 
@@ -182,7 +182,7 @@ def lock_down(seccomp=True):
         failed["no_new_privs"] = str(e)
     if seccomp:
         try:
-            install_filter(_sys_libc)
+            install_filter(sys_libc)
         except OSError as e:
             failed["seccomp"] = str(e)
     return failed
@@ -203,8 +203,8 @@ _CAP_HEADER_REF, _CAP_NONE = ctypes.byref(_CAP_HEADER), (_CapData * 2)()
 _AMBIENT_CLEAR = [ctypes.c_int(PR_CAP_AMBIENT)]
 _AMBIENT_CLEAR += [ctypes.c_ulong(x) for x in (PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)]
 # looked up here, not on first use: CDLL resolves (dlsym, a new function object) and caches
-# a name when first asked, which in every forked child cost ~50 page copies per job
-_CAPSET = _sys_libc.capset
+# a name when first asked, which in every forked child cost page copies per job
+_CAPSET = sys_libc.capset
 
 
 def drop_privileges(uid):
@@ -217,7 +217,7 @@ def drop_privileges(uid):
     if _CAPSET(_CAP_HEADER_REF, _CAP_NONE) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"capset: {os.strerror(err)}")
-    _sys_libc.prctl(*_AMBIENT_CLEAR)  # (kernels before 4.3 have no ambient set: EINVAL)
+    sys_libc.prctl(*_AMBIENT_CLEAR)  # (kernels before 4.3 have no ambient set: EINVAL)
 
 
 def _refused(call):
@@ -242,9 +242,9 @@ def probe_child(expect_absent, limits):
         "caps": caps,
         "no_new_privs": st.get("NoNewPrivs", "0").strip() == "1",
         "seccomp_mode": int(st.get("Seccomp", "0").strip()),
-        "umount_refused": _refused(lambda: _sys_libc.umount2(b"/.codeloop-none", 0)),
-        "unshare_refused": _refused(lambda: _sys_libc.unshare(CLONE_NEWUSER)),
-        "ptrace_refused": _refused(lambda: _sys_libc.ptrace(PTRACE_TRACEME, 0, None, None)),
+        "umount_refused": _refused(lambda: sys_libc.umount2(b"/.codeloop-none", 0)),
+        "unshare_refused": _refused(lambda: sys_libc.unshare(CLONE_NEWUSER)),
+        "ptrace_refused": _refused(lambda: sys_libc.ptrace(PTRACE_TRACEME, 0, None, None)),
         "rlimits": got_limits,
         "root_entries": sorted(os.listdir("/")),
         "root_writable": root_writable,

@@ -9,14 +9,15 @@ cgroup (where the host made one), rlimits, scrubbed env, fresh work dir, stdin /
 capped pipes, a time budget, then SIGKILL of every process the job left (as PID 1 of its
 namespace: kill(-1); otherwise as the job's uid plus the subreaper's children) and removal
 of every file it wrote. The zygote never interprets results: it ships the child's raw
-result lines back and the parent (codeloop.sandbox.judge) decides. The time budget and the
-pipe pump are in budget.py, the job's memory cgroup in memcg.py, the seal (private root,
-lock-down, the start-up probe) in seal.py and seccomp.py; their sources run first
+result lines back and the parent (codeloop.sandbox.verdicts) decides. The time budget and the
+pipe pump are in budget.py, the kill-and-reap clean-up in procs.py, the job's memory cgroup
+in memcg.py, the seal (private root, lock-down, the start-up probe) in seal.py and
+seccomp.py; their sources run first
 (pool.ZYGOTE_SRC). A child that fails to seal reports it on its own pipe before any model
 code runs: a fault, never a verdict.
 
-Cost: on this VM every page written after a fork is a copy-on-write fault (~7 us), most of
-a small job's cost, so the per-job path writes few pages: the child uses raw os calls, its
+Cost: every page written after a fork is a copy-on-write fault, most of a small job's
+cost, so the per-job path writes few pages: the child uses raw os calls, its
 environment (fixed work dir path) is set once, rlimits are computed here, and the clean-up
 reaps by blocking waits instead of /proc scans.
 """
@@ -33,11 +34,12 @@ import struct
 import sys
 import time
 
-try:  # for linters and tests; as the zygote, budget.py's and seal.py's sources run first
-    from codeloop.sandbox.budget import ParentGone, _pump, kill_everything, oom_kills
+try:  # for linters and tests; as the zygote, the sources before it in pool.ZYGOTE_SRC run first
+    from codeloop.sandbox.budget import ParentGone, oom_kills, pump
     from codeloop.sandbox.command import after_command, before_command, exec_command
     from codeloop.sandbox.evaluator_fork import start_evaluator
     from codeloop.sandbox.memcg import cg_close, cg_join, cg_limit, cg_ooms, cg_open, cg_renew
+    from codeloop.sandbox.procs import kill_everything
     from codeloop.sandbox.seal import (
         build_private_root,
         drop_privileges,
@@ -68,8 +70,8 @@ def _read_exact(fd, n):
 
 # marshal, not json, for our frames: both ends are ours (the parent and this zygote; never
 # a process running model code, whose lines stay JSON, parsed as untrusted data), and json's
-# Python-level decoder and encoder wrote ~37 more of our pages a job (each a copy-on-write
-# fault after the fork: ~0.1 ms)
+# Python-level decoder and encoder wrote dozens more of our pages a job (each a
+# copy-on-write fault after the fork)
 def recv(fd):
     head = _read_exact(fd, 4)
     if head is None:
@@ -222,7 +224,7 @@ def run(job, opts, ctl=None):
     caps = {"out": job["out_cap"], "err": job["out_cap"], "res": job["result_cap"],
             "ver": job["result_cap"]}
     try:
-        bufs, over, exited, spent = _pump(
+        bufs, over, exited, spent = pump(
             {n: r for n, (r, _) in pipes.items()}, pidfd, ctl, job, caps, start
         )
     finally:
@@ -268,7 +270,7 @@ def run(job, opts, ctl=None):
 
 def _oom_base(opts):
     """The host's OOM-kill count a SIGKILLed job's is compared with. Reading /proc/vmstat
-    costs ~0.1 ms (a tenth of a small job's zygote time), so where a host OOM kill is a
+    costs a noticeable share of a small job's zygote time, so where a host OOM kill is a
     fault (``oom_fault``: the job is re-run on a fresh zygote, never given a verdict) the
     count is re-read at most every OOM_REFRESH_S and after each SIGKILL: a kill elsewhere
     on the host that soon before the job at worst costs a re-run. Where it decides a
@@ -346,7 +348,7 @@ def _seal(opts, info):
 def _shrink():
     """Return the start-up's garbage (compiling this program and the harness, the probe) to
     the kernel: every page we still map is copied into each job's page table by fork and
-    torn down at its exit (zygote and child CPU per job both fell ~5%)."""
+    torn down at its exit, so fewer pages make every job cheaper."""
     gc.collect()
     trim = getattr(_libc, "malloc_trim", None)  # glibc's; absent elsewhere
     if trim is not None:
@@ -369,7 +371,7 @@ def main():
     if os.getpid() != 1:
         _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     # No PDEATHSIG: it fires when the parent *thread* that spawned us exits, killing a healthy
-    # zygote. Parent death is EOF/HUP on our control pipe (recv, _pump) instead.
+    # zygote. Parent death is EOF/HUP on our control pipe (recv, pump) instead.
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # a same-uid child can't ptrace or open /proc/<us>
     info = {"ready": True, "pid1": os.getpid() == 1, "uid": os.getuid()}
     if not _seal(opts, info):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codeloop.config import Params
 from codeloop.evaluate.gate import decide, hacking_alarms
@@ -23,6 +23,10 @@ from codeloop.io import read_json, read_tasks, write_json
 from codeloop.paths import Paths
 from codeloop.schema import Task
 from codeloop.stages import Step, call
+
+if TYPE_CHECKING:  # types only: both pull in more than this module needs at import
+    from codeloop.evaluate.metrics import AgentEval
+    from codeloop.sandbox.base import Executor
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +71,7 @@ def evaluate_candidate(
             policy, sets, executor, params.evaluate, training_tasks=training,
             timeout_s=params.sandbox.timeout_s,
             dataset_version=str(manifest.get("dataset_version", "")),
-            iteration=iteration, critic=critic,
+            iteration=iteration, critic=critic, modes=params.rollout,
             agent=_agent_eval(params, paths, executor) if needs_workspaces(tasks) else None,
         )
     finally:
@@ -80,12 +84,11 @@ def evaluate_candidate(
     return result
 
 
-def _agent_eval(params: Params, paths: Paths, executor):
+def _agent_eval(params: Params, paths: Paths, executor: Executor) -> AgentEval:
     """What evaluate_sets needs for repository sets: the env, its params and the judge."""
-    from types import SimpleNamespace
-
     from codeloop.agent.env import AgentEnv
     from codeloop.agent.judge import judge_config, judge_many
+    from codeloop.evaluate.metrics import AgentEval
 
     repos = str(paths.repos_dir)
     cfg = judge_config(params.agent)
@@ -93,9 +96,7 @@ def _agent_eval(params: Params, paths: Paths, executor):
     def judge(tasks: list[Task], patches: list[str]):
         return judge_many(list(zip(tasks, patches, strict=True)), repos, executor, cfg)
 
-    return SimpleNamespace(
-        env=AgentEnv(executor, params.agent, repos), cfg=params.agent, judge=judge
-    )
+    return AgentEval(env=AgentEnv(executor, params.agent, repos), cfg=params.agent, judge=judge)
 
 
 def gate(

@@ -27,7 +27,7 @@ from codeloop.policy.lora import training_quantize
 from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.resume import ShardStore
 from codeloop.rollout.scaleout import PolicySource, fan_out_rollout
-from codeloop.rollout.summary import rollout_metrics
+from codeloop.rollout.stats import rollout_metrics
 from codeloop.schema import Task
 from codeloop.stages import Step, call
 

@@ -19,7 +19,7 @@ from codeloop.io import read_tasks, write_json
 from codeloop.paths import Paths
 from codeloop.policy.model import Policy
 from codeloop.policy.sft import run_sft
-from codeloop.schema import Task
+from codeloop.schema import Task, by_kind
 from codeloop.stages import Step, call
 
 log = logging.getLogger(__name__)
@@ -38,9 +38,9 @@ def collect_demos(params: Params, paths: Paths, tasks: list[Task]) -> tuple[list
     cfg = params.agent.model_copy(update={"max_steps": 500})
     env = AgentEnv(executor, cfg, str(paths.repos_dir))
     try:
-        frac = params.sft.slip_fraction
+        frac, tdd = params.sft.slip_fraction, params.rollout.agent_mode == "tdd"
         demos, report = expert_demos(
-            tasks, env, lambda t: expert_calls(t, paths.repos_dir, slip=slipped(t, frac))
+            tasks, env, lambda t: expert_calls(t, paths.repos_dir, slip=slipped(t, frac), tdd=tdd)
         )
     finally:
         getattr(env, "close", lambda: None)()
@@ -55,11 +55,11 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
     policy = Policy.load(paths.base_model, device=params.policy.device)
     base_version = policy.model_version
     tasks = read_tasks(paths.clean_tasks)
-    repo_tasks = [t for t in tasks if t.kind == "repo"]
+    kinds = by_kind(tasks)
+    repo_tasks, func_tasks = kinds["repo"], kinds["function"]
     demos, demo_report = [], {}
     if params.sft.agent_fraction > 0 and repo_tasks and params.sft.steps > 0:
         demos, demo_report = step(collect_demos, params, paths, repo_tasks)
-    func_tasks = [t for t in tasks if t.kind != "repo"]
     # The examples take the layout of the episodes the policy will roll out (rollout.mode).
     stats = step(run_sft, policy, func_tasks, params.sft, demos,
                  mode=params.rollout.mode, agent_mode=params.rollout.agent_mode)

@@ -19,7 +19,7 @@ and ``_compute_loss``) so that ``bench/grpo_vs_trl.py`` can check them token for
 Departures from TRL, on purpose:
 - a group whose rewards all tie (std ~ 0) gets an advantage of exactly 0 in every
   scale mode. TRL leaves ``(r - mean) / 1e-4``, which is 0 up to float rounding of the
-  mean; forcing 0 guarantees tied groups carry no policy gradient (issue 5, item 8).
+  mean; forcing 0 guarantees tied groups carry no policy gradient.
 - groups may have unequal sizes (``group_advantages_by_key``): after infrastructure
   failures are excluded a prompt's group can shrink. A group of one has no baseline and
   gets advantage 0, as TRL does for an unscorable completion.
@@ -150,7 +150,7 @@ def grpo_loss(
     (default: this micro-batch's). ``accum_steps`` divides grpo/bnpo/dr_grpo as TRL does
     under gradient accumulation. ``kl_ratio_correction`` weights k3 by the ratio (TRL's
     ``use_bias_correction_kl``, default on). ``weights`` (B, T), detached: off-policy
-    importance weights multiplying each token's loss (replay, codeloop.train.replay);
+    importance weights multiplying each token's loss (replay, codeloop.train.archive_replay);
     None = 1 everywhere. Returns (loss, stats): kl, ratio_mean, clip_ratio_low,
     clip_ratio_high, clip_ratio_region (masked token means) and policy_loss.
     """

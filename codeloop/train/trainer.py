@@ -20,7 +20,7 @@ Departures from TRL's GRPOTrainer, on purpose:
 With ``train.rft`` (before / instead) the policy is first fine-tuned on the passing
 episodes (codeloop.train.rft); ``instead`` skips the GRPO update. With
 ``train.replay.fraction`` > 0 archived episodes of earlier nights join the update with
-truncated importance weights (codeloop.train.replay).
+truncated importance weights (codeloop.train.archive_replay).
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ from codeloop.policy.lora import (
 from codeloop.policy.model import Policy
 from codeloop.schema import Trajectory
 from codeloop.train import distributed as ddp
+from codeloop.train.archive_replay import add_replay, scorable
 from codeloop.train.checkpoint import OPT_FILE, load_opt_state, peak_memory_mb, prepare_out
 from codeloop.train.grpo import group_advantages_by_key, grpo_loss, token_logps
-from codeloop.train.replay import add_replay, scorable
 from codeloop.train.rft import run_rft
 
 # ---------------------------------------------------------------- data
@@ -123,7 +123,7 @@ def collate(
     }
 
 
-def _forward_logps(model, mb: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def forward_logps(model, mb: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     logits = model(input_ids=mb["input_ids"], attention_mask=mb["attention_mask"]).logits
     return token_logps(logits[:, :-1], mb["targets"], mb["temperature"])  # (B, L-1) x2
 
@@ -219,7 +219,7 @@ class GRPOUpdater:
                 group.update(lr=cfg.lr, weight_decay=cfg.weight_decay)
         tok = policy.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
-        self.weights: dict[str, list[float]] = {}  # replayed rows' (codeloop.train.replay)
+        self.weights: dict[str, list[float]] = {}  # replayed rows' (codeloop.train.archive_replay)
 
     @torch.no_grad()
     def start_logps(self, rows: list[Trajectory]) -> list[list[float]]:
@@ -229,7 +229,7 @@ class GRPOUpdater:
             batch = rows[i : i + self.cfg.micro_batch_size]
             mb = ddp.to_device(collate(batch, self.pad_id), self.device)
             with self._autocast():
-                lps = _forward_logps(self.peft, mb)[0].float().cpu()  # (B, L-1)
+                lps = forward_logps(self.peft, mb)[0].float().cpu()  # (B, L-1)
             out.extend([0.0, *lps[j, : len(t.token_ids) - 1].tolist()] for j, t in enumerate(batch))
         return out
 
@@ -248,7 +248,7 @@ class GRPOUpdater:
             advantages = torch.tensor([a for _, a in mb_items], dtype=torch.float32)  # (B,)
             advantages = advantages.to(self.device)
             with self._autocast():
-                logps, entropy = _forward_logps(self.model, mb)
+                logps, entropy = forward_logps(self.model, mb)
             ref_logps = self.ref_logps(mb) if cfg.beta else None
             loss, stats = grpo_loss(
                 logps,
@@ -287,9 +287,9 @@ class GRPOUpdater:
         """Token log-probs of the KL reference: the frozen copy, or the adapter-less base."""
         with self._autocast():
             if self.ref is not None:
-                return _forward_logps(self.ref, mb)[0]
+                return forward_logps(self.ref, mb)[0]
             with self.peft.disable_adapter():
-                return _forward_logps(self.peft, mb)[0]
+                return forward_logps(self.peft, mb)[0]
 
     def fit(self, items, out_dir=None, seed: int = 0) -> list[dict]:
         """cfg.steps steps over shuffled epochs of items; checkpoints every N under out_dir."""

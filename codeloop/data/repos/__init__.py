@@ -1,2 +1,2 @@
-"""Repository tasks (issue 14): content-addressed snapshots, synthetic repositories, the
+"""Repository tasks: content-addressed snapshots, synthetic repositories, the
 scripted expert, AST mutations, and loading them into the clean stage."""

@@ -156,7 +156,7 @@ def verify_repo_tasks(
 
 
 def _verify_chunk(tasks, repos_dir, executor, runs, envs_root, timeout_s):
-    from codeloop.agent.envs import env_paths
+    from codeloop.agent.envdirs import env_paths
     from codeloop.agent.patches import PatchError, apply_patch
     from codeloop.agent.testrun import run_pytest_many
     from codeloop.agent.workspace import remove_tree
@@ -234,7 +234,7 @@ def _prepare_batch(tasks, repos_dir, ws: str, runs: int, dropped: list):
 def _verify_chunk_batched(tasks, repos_dir, executor, runs, envs_root, timeout_s):
     """_verify_chunk with each worker's runs in a few batch commands (testrun.run_batched):
     one interpreter and pytest start-up per batch, not per run."""
-    from codeloop.agent.envs import env_paths
+    from codeloop.agent.envdirs import env_paths
     from codeloop.agent.testrun import run_batched
     from codeloop.agent.workspace import remove_tree
 
@@ -331,7 +331,7 @@ class RepoVerifier:
             Path(self.envs_root).mkdir(parents=True, exist_ok=True)
             self._executor = make_executor(self.params.sandbox, workspaces=True,
                                            envs_root=self.envs_root)
-        timeout = max(self.params.sandbox.timeout_s, 30.0)  # pytest's own start-up is ~0.3 s
+        timeout = max(self.params.sandbox.timeout_s, 30.0)  # room for pytest's own start-up
         start = time.perf_counter()
         try:
             return verify_repo_tasks(

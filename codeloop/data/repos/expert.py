@@ -15,10 +15,18 @@ text names another function, the way the tiny policy's own failed edits do, so t
 environment answers ``no_match`` with the closest lines and the right edit follows, copied
 from them. SFT keeps the slip out of the loss (``codeloop.policy.sft.agent_examples``):
 the lesson is the mending, never the mistake.
+
+With ``tdd=True`` (``rollout.agent_mode: tdd``) the demonstration opens the way the tdd
+prompt asks: it writes its own test file (``MODEL_TEST_PATH``: the task's FAIL_TO_PASS
+tests as the task's tree holds them, with their module's imports and helpers, so it fails
+on the buggy tree and passes on the fixed one) and runs it, in place of the opening run
+of the visible tests (the episode stays within the rollout's step cap); then it fixes as
+usual. The workspace's diff leaves test files out, so the submitted fix is unchanged.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import keyword
 import random
@@ -27,6 +35,7 @@ from pathlib import Path
 
 from codeloop.data.repos.diffs import apply_file_diff, hunks, split_files
 from codeloop.data.repos.store import snapshot_path
+from codeloop.policy.agent_format import MODEL_TEST_PATH
 from codeloop.schema import Task
 
 # Names a slip puts in place of one in the edit: the synthetic vocabulary (synth.VERBS x
@@ -107,17 +116,82 @@ def _slip(task: Task, call: dict, base: str | None) -> dict | None:
     return None
 
 
-def expert_calls(task: Task, repos_dir: str | Path | None = None, slip: bool = False) -> list[dict]:
+def _tested_text(task: Task, repos_dir: str | Path | None, path: str) -> str:
+    """A test file as the workspace holds it: the buggy text with test_patch applied (a
+    synthetic task's failing tests are in its snapshot, a SWE-bench task's test_patch)."""
+    lines = split_files(task.test_patch).get(path, [])
+    new = any(x.startswith(("new file mode", "--- /dev/null")) for x in lines[:4])
+    if not new and repos_dir is None:
+        raise ValueError(f"task {task.task_id}: reading {path} needs the snapshot (repos_dir)")
+    base = "" if new else _buggy_text(task, repos_dir, path)
+    return apply_file_diff(base, lines) if lines else base
+
+
+def _is_test_def(node: ast.stmt) -> bool:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return node.name.startswith("test")
+    return isinstance(node, ast.ClassDef) and node.name.startswith("Test")
+
+
+def _kept_tests(text: str, names: set[str]) -> tuple[list[str], str]:
+    """(its ``from __future__`` lines, the module without the tests not in ``names``): its
+    imports, helpers and fixtures stay, as do the named tests (functions or classes)."""
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    drop: set[int] = set()
+    future: list[str] = []
+    for node in tree.body:
+        start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        span = range(start - 1, node.end_lineno)
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            future += [lines[i] for i in span]
+            drop.update(span)
+        elif _is_test_def(node) and node.name not in names:
+            drop.update(span)
+    body = "".join(x for i, x in enumerate(lines) if i not in drop)
+    return future, re.sub(r"\n{3,}", "\n\n\n", body).strip("\n") + "\n"
+
+
+def model_test_module(task: Task, repos_dir: str | Path | None = None) -> tuple[str, list[str]]:
+    """(the test module an expert writes first in tdd mode, its node ids at MODEL_TEST_PATH):
+    the task's FAIL_TO_PASS tests with their modules' imports and helpers."""
+    by_file: dict[str, set[str]] = {}
+    for node in task.fail_to_pass:
+        path, _, rest = node.partition("::")
+        by_file.setdefault(path, set()).add(re.split(r"::|\[", rest, maxsplit=1)[0])
+    future: list[str] = []
+    parts = []
+    for path, names in by_file.items():
+        # a task file at the expert's own path keeps its other tests: it writes over it
+        text = _tested_text(task, repos_dir, path)
+        head, body = _kept_tests(text, names) if path != MODEL_TEST_PATH else ([], text)
+        future += [x for x in head if x not in future]
+        parts.append(body)
+    ids = [f"{MODEL_TEST_PATH}::{n.partition('::')[2]}" for n in task.fail_to_pass]
+    return "".join(future) + "\n\n".join(parts), list(dict.fromkeys(ids))
+
+
+def _tdd_opening(task: Task, repos_dir: str | Path | None) -> list[dict]:
+    """Write the model's test file, then run it (it fails on the buggy tree)."""
+    content, ids = model_test_module(task, repos_dir)
+    return [{"tool": "write_file", "args": {"path": MODEL_TEST_PATH, "content": content}},
+            {"tool": "run_tests", "args": {"selection": ids}}]
+
+
+def expert_calls(
+    task: Task, repos_dir: str | Path | None = None, slip: bool = False, tdd: bool = False
+) -> list[dict]:
     """Tool calls ``{"tool": ..., "args": {...}}`` that solve ``task`` with its reference patch.
 
     With ``repos_dir`` the edits are the smallest unique ones (the base file is read from
     the snapshot); without it each edit replaces a whole hunk of the patch. ``slip``: the
-    first edit is preceded by a wrong one (module docstring)."""
+    first edit is preceded by a wrong one; ``tdd``: it opens by writing and running its
+    own test file (module docstring)."""
     files = split_files(task.patch)
     if not files:
         raise ValueError(f"task {task.task_id}: reference patch names no file")
     symptom = _module_of(task.fail_to_pass[0] if task.fail_to_pass else "", task)
-    calls: list[dict] = [{"tool": "run_tests", "args": {}}]
+    calls = _tdd_opening(task, repos_dir) if tdd else [{"tool": "run_tests", "args": {}}]
     calls.append({"tool": "read_file", "args": {"path": symptom}})
     function = task.metadata.get("mutation", {}).get("function", "").rsplit(".", 1)[-1]
     for path, lines in files.items():

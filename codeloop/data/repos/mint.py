@@ -10,7 +10,7 @@ and at least one stable test goes pass -> fail; FAIL_TO_PASS and PASS_TO_PASS co
 that run. The problem statement is written from the failure evidence (the failing test,
 its source as a reproducer, pytest's assertion lines), with every traceback frame in
 product code removed so the mutated line is never named. A pure-Python package needs no
-environment but pytest's (codeloop.agent.envs).
+environment but pytest's (codeloop.agent.envdirs).
 """
 
 from __future__ import annotations
@@ -196,9 +196,9 @@ def _run_trees(ex, snap: Path, cands: list, env: list[str], cfg) -> list:
 
 
 def _deps_env(deps: str, envs_root: Path, name: str) -> str:
-    """The repository's own env dir (codeloop.agent.envs.build_env) from a dir of its
+    """The repository's own env dir (codeloop.agent.envdirs.build_env) from a dir of its
     installed dependencies; its name (what ``Task.environment`` holds)."""
-    from codeloop.agent.envs import build_env
+    from codeloop.agent.envdirs import build_env
 
     root = Path(deps)
     if not root.is_dir():
@@ -209,11 +209,11 @@ def _deps_env(deps: str, envs_root: Path, name: str) -> str:
 
 def _environment(root: Path, cfg: MintConfig, envs: Path, name: str, site: Path):
     """The repository's environment, built once: ``cfg.deps`` as given, else its declared
-    dependencies pip-installed (codeloop.data.repos.deps); none declared, none built.
+    dependencies pip-installed (codeloop.data.repos.repo_deps); none declared, none built.
     (cfg with ``env_name`` set, the manifest's record: requirements, pinned resolution)."""
     import dataclasses
 
-    from codeloop.data.repos.deps import declared_requirements, install_requirements
+    from codeloop.data.repos.repo_deps import declared_requirements, install_requirements
 
     record = {"name": "", "requirements": [], "resolved": [], "from": "none"}
     if cfg.deps:
@@ -335,7 +335,7 @@ def mint_repo(path: str | Path, out_dir: str | Path, cfg: MintConfig, backend: s
     import time
 
     from codeloop import io
-    from codeloop.agent.envs import env_paths
+    from codeloop.agent.envdirs import env_paths
     from codeloop.config import SandboxConfig
     from codeloop.sandbox import make_executor
 

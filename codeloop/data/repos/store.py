@@ -4,7 +4,7 @@ The hash covers the sorted relative paths, each file's bytes and its exec bit, s
 tasks from the same repository share one stored copy (SWE-smith's layout) and a tree
 that changed by one byte, or one chmod, is a new snapshot. Caches and VCS metadata
 (``.git``, ``__pycache__``, ``*.pyc``, ``.pytest_cache``) are not part of a tree: they
-are not source, and ``.git`` would carry future history into a workspace (issue 13).
+are not source, and ``.git`` would carry future history (the fix itself) into a workspace.
 Writes go to a temporary sibling and are renamed into place, so a reader never sees a
 half-written snapshot and two writers of the same tree both end with one good copy.
 """

@@ -10,7 +10,7 @@ tested top: the difficulty knob is files, call depth and that distance.
 
 Sized for the embedded tiny model (1024 positions): modules of ~5-15 short lines, so a
 whole expert episode (statement, a test run, one read, one edit, the re-run, submit)
-fits in ~900 tokens. Expected values and the failing set come from executing the
+fits in the model's context. Expected values and the failing set come from executing the
 generated code in-process (our own code, loop-free but for finite ``for`` loops); the
 clean stage's executability filter re-checks every task with real pytest in the sandbox.
 """

@@ -3,6 +3,9 @@
 Unknown keys, wrong types and out-of-range values stop with a message that names the
 key (``rollout.temperature``) and what is allowed. Stages read their own section only,
 so dvc.yaml can list the exact keys each stage depends on.
+
+One module per group of sections (policy, data, rollout, reward, train, evaluate);
+this package assembles them into ``Params``, loads the file and re-exports every name.
 """
 
 from __future__ import annotations
@@ -13,35 +16,30 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
-from codeloop.config_data import (  # re-exported
-    AgentConfig,
+from codeloop.config.data import (
+    BucketConfig,
     CleanConfig,
+    CurriculumStage,
     RepoTasksConfig,
     RetentionConfig,
-    RunnerConfig,
     SourceSpec,
 )
-from codeloop.config_sections import (  # re-exported: codeloop.config is the one entry
-    REWARD_VERSIONS,
-    BucketConfig,
-    CriticConfig,
-    CurriculumStage,
-    EvaluateConfig,
-    LoraConfig,
-    PolicyConfig,
-    PolicyInitConfig,
-    RewardConfig,
+from codeloop.config.evaluate import EvaluateConfig
+from codeloop.config.policy import PolicyConfig, PolicyInitConfig, SftConfig
+from codeloop.config.reward import REWARD_VERSIONS, CriticConfig, RewardConfig, ScoreConfig
+from codeloop.config.rollout import (
+    AgentConfig,
     RolloutConfig,
+    RunnerConfig,
     SandboxConfig,
-    ScoreConfig,
     SealProperty,
-    SftConfig,
-    TrainConfig,
-    _Section,
 )
+from codeloop.config.section import Section
+from codeloop.config.train import LoraConfig, ReplayConfig, TrainConfig
 
 __all__ = [
     "ConfigError",
+    "Section",
     "DEFAULT_PARAMS",
     "Params",
     "field_docs",
@@ -63,6 +61,7 @@ __all__ = [
     "ScoreConfig",
     "CriticConfig",
     "LoraConfig",
+    "ReplayConfig",
     "TrainConfig",
     "EvaluateConfig",
     "RetentionConfig",
@@ -77,7 +76,7 @@ class ConfigError(ValueError):
     """A params file that cannot be used; the message names the file and the key."""
 
 
-class Params(_Section):
+class Params(Section):
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Policy selection.")
     policy_init: PolicyInitConfig = Field(
         default_factory=PolicyInitConfig, description="Embedded default policy."

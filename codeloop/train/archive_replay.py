@@ -17,7 +17,7 @@ pi_start, the policy as this iteration starts (recomputed once before the first 
 clipping bounds this update's move exactly as for tonight's rows; the sampling
 distribution is corrected by the detached weight w = pi_start / mu, truncated at
 ``clip``. Level ``token`` (default): w_t = min(exp(start_t - mu_t), clip) per generated
-token. Why per token: a per-sequence weight is the product over ~40 tokens of a sampler
+token. Why per token: a per-sequence weight is the product over dozens of tokens of a sampler
 a night or more old, which spans orders of magnitude, so a handful of rows would carry
 the batch (its ESS collapses); truncating per token trades that variance for bias, as
 TRL's vLLM importance-sampling correction (token_truncate) does. Level ``sequence``:

@@ -51,8 +51,8 @@ def _module_files(name: str) -> list[tuple[str, Path]]:
 
 def _compile(tree: str) -> None:
     """Byte-compile with the interpreter sandbox children run: the env dir is mounted
-    read-only and tests run with -B, so without this every test run recompiles pytest
-    (~0.5 s). (Same 3.11 magic as the venv; a mismatch would only cost the recompile.)"""
+    read-only and tests run with -B, so without this every test run recompiles
+    pytest. (Same 3.11 magic as the venv; a mismatch would only cost the recompile.)"""
     proc = subprocess.run([child_python(), "-m", "compileall", "-q", "-j", "0", tree],
                           capture_output=True, text=True)
     if proc.returncode != 0:

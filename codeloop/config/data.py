@@ -1,7 +1,8 @@
-"""The clean stage's section models (sources, the repository-task switch, thresholds), the
-agent environment's (repository tasks), the archive's retention and the fan-out runner,
-split from config_sections.py only for size; like it, this imports nothing of the domain.
-codeloop.config re-exports them.
+"""params.yaml's data sections: the clean stage's sources and thresholds (clean,
+with the repository-task switch), the bucket stage's plan and curriculum (bucket)
+and what data/archive/ keeps of each promoted night (retention).
+
+Config imports nothing of the domain; codeloop.config re-exports every name.
 """
 
 from __future__ import annotations
@@ -10,7 +11,34 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from codeloop.config_sections import _Section
+from codeloop.config.section import Section
+
+
+class CurriculumStage(Section):
+    until: int = Field(ge=0, description="Last iteration (inclusive) this stage applies to.")
+    proportions: list[float] = Field(description="Sampling share per bucket, easiest first.")
+
+
+class BucketConfig(Section):
+    n_buckets: int = Field(3, ge=1, le=20, description="Number of difficulty buckets.")
+    proportions: list[float] = Field(
+        default_factory=lambda: [0.4, 0.4, 0.2],
+        description="Sampling share per bucket, easiest first; normalised to sum 1.",
+    )
+    tasks_per_iteration: int = Field(128, ge=1, description="Tasks the plan samples per iteration.")
+    seed: int = Field(0, description="Seed of the sampling plan.")
+    curriculum: list[CurriculumStage] = Field(
+        default_factory=lambda: [CurriculumStage(until=1, proportions=[0.6, 0.3, 0.1])],
+        description="Proportions per iteration range; the first stage with until >= "
+        "rollout.iteration applies, later iterations use bucket.proportions.",
+    )
+    pass_rate_weight: float = Field(
+        0.8,
+        ge=0,
+        le=1,
+        description="Weight of 1 - empirical pass rate vs the proxy score when history exists.",
+    )
+
 
 # The names of codeloop.data.repos.mutate.OPERATORS and synth.REPAIRABLE: config imports
 # nothing of the domain, so a test checks the lists agree.
@@ -30,7 +58,7 @@ def _check_operators(v: list[str]) -> list[str]:
     return v
 
 
-class SourceSpec(_Section):
+class SourceSpec(Section):
     kind: str = Field(
         description="Loader kind: synthetic, humaneval, mbpp, apps, canonical (see "
         "codeloop.data.loaders); repository tasks: synthetic_repo, repo (a mint output dir), "
@@ -62,7 +90,7 @@ class SourceSpec(_Section):
         return _check_operators(v)
 
 
-class RepoTasksConfig(_Section):
+class RepoTasksConfig(Section):
     enabled: bool = Field(
         True,
         description="Add synthetic repository tasks (codeloop.data.repos.synth) to the training "
@@ -73,7 +101,7 @@ class RepoTasksConfig(_Section):
         60,
         ge=1,
         description="Synthetic repository tasks for training (clean verifies each in the "
-        "sandbox: ~1.2-1.8 s a task on 2 shared cores, bench/repo_tasks.py).",
+        "sandbox, so its time grows with n: bench/repo_tasks.py).",
     )
     seed: int = Field(0, description="Generator seed of the training repositories.")
     heldout_n: int = Field(20, ge=0, description="Tasks of the held-out repositories (frozen).")
@@ -105,7 +133,7 @@ class RepoTasksConfig(_Section):
         return v
 
 
-class CleanConfig(_Section):
+class CleanConfig(Section):
     sources: list[SourceSpec] = Field(
         default_factory=lambda: [SourceSpec(kind="synthetic", n=600, seed=0)],
         description="Training sources, by kind and path.",
@@ -152,7 +180,7 @@ class CleanConfig(_Section):
         le=1,
         description="Repository tasks: near-duplicate (and near leak) if the MinHash mean of "
         "statement-word and patch-code Jaccard >= this (templated statements share words: "
-        "distinct synthetic tasks reach ~0.85).",
+        "set above what distinct synthetic tasks reach).",
     )
     repo_verify_runs: int = Field(
         1,
@@ -167,67 +195,10 @@ class CleanConfig(_Section):
     )
 
 
-class AgentConfig(_Section):
-    """The coding agent's environment (repository tasks; codeloop.agent)."""
-
-    observation_chars: int = Field(
-        1500, ge=200, le=200_000,
-        description="Budget of one observation (chars); longer output is cut with a marker.",
-    )
-    max_steps: int = Field(
-        8, ge=1, le=500, description="Tool calls per episode before it ends (max_steps)."
-    )
-    bash: bool = Field(
-        False, description="Offer the bash tool (same seal; off by default: file tools suffice)."
-    )
-    command_timeout_s: float = Field(
-        10.0, gt=0, le=600, description="Time budget of one bash or search command (s)."
-    )
-    test_timeout_s: float = Field(
-        60.0, gt=0, le=1800, description="Time budget of one run_tests call (s)."
-    )
-    invalid_call_limit: int = Field(
-        5, ge=1, le=500,
-        description="Failed calls (malformed, unknown tool, bad args, errors) that end the"
-        " episode (invalid_action_limit).",
-    )
-    max_file_bytes: int = Field(
-        1_000_000, ge=1024, description="Largest file read_file reads or write_file writes."
-    )
-    workspace_dir: str = Field(
-        "",
-        description="Host dir the episodes' workspaces go in; '' = /dev/shm where it is a"
-        " tmpfs, else the temp dir. Point it at a sized tmpfs to cap their disk use.",
-    )
-    max_patch_bytes: int = Field(
-        1_000_000, ge=1024,
-        description="Largest model patch the judge reads (UTF-8 bytes); a larger one is that"
-        " row's verdict (status patch_too_large, not resolved), refused before parsing.",
-    )
-    workspace_bytes: int = Field(
-        256 * 2**20, ge=2**20,
-        description="Disk one workspace (an episode's or a judged tree) may fill, on a tmpfs"
-        " of that size: a write past it fails with ENOSPC inside the sandbox.",
-    )
-    envs_dir: str = Field(
-        "data/clean/envs",
-        description="Test environment dirs (pytest and each repository's deps), mounted"
-        " read-only at /envs in the sandbox.",
-    )
-
-
-class RetentionConfig(_Section):  # what data/archive/ keeps (codeloop.data.archive)
+class RetentionConfig(Section):  # what data/archive/ keeps (codeloop.data.archive)
     enabled: bool = Field(True, description="Append each promoted night to data/archive/.")
     sft_reward_threshold: float = Field(1.0, description="Reward >= this: always kept ('sft').")
     sample_per_stratum: int = Field(8, ge=0, description="Kept per (bucket, terminal_reason).")
     size_budget_mb: float = Field(512.0, gt=0, description="Past it: over_budget (strip/drop).")
     over_budget: Literal["drop", "strip"] = Field("strip", description="Rest past budget.")
     seed: int = Field(0, description="Seed of the stratified sample (mixed with the iteration).")
-
-
-class RunnerConfig(_Section):
-    kind: Literal["threads", "dask", "ray"] = Field("threads", description="Fan-out engine.")
-    address: str = Field("", description="Dask scheduler / Ray address; empty = local cluster.")
-    workers: int = Field(
-        2, ge=1, description="Threads or LocalCluster processes; also rollout/score's chunk count."
-    )

@@ -27,7 +27,7 @@ CODE_ROOTS = ("codeloop", "flows", "tasks")
 _CMD = re.compile(r"(?:^|\s)-m\s+([\w.]+)")  # python -m M, torchrun ... -m M
 
 
-def _module_file(root: Path, module: str) -> Path | None:
+def module_file(root: Path, module: str) -> Path | None:
     """The repo file that ``import module`` loads, or None (third-party / absent)."""
     parts = module.split(".")
     if parts[0] not in CODE_ROOTS:
@@ -50,7 +50,7 @@ def _packages(root: Path, module: str) -> list[Path]:
     return out
 
 
-def _module_name(root: Path, path: Path) -> str:
+def module_name(root: Path, path: Path) -> str:
     rel = path.relative_to(root).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "__init__":
@@ -94,26 +94,26 @@ def sibling_sources(path: Path) -> set[Path]:
 def closure(root: Path, module: str) -> set[str]:
     """Repo files (relative, posix) run by ``python -m module`` in ``root``."""
     root = Path(root)
-    start = _module_file(root, module)
+    start = module_file(root, module)
     if start is None:
         raise FileNotFoundError(f"{root}: module {module!r} is not a file of this repository")
     seen: dict[Path, str] = {}
-    todo = [(start, module), *[(p, _module_name(root, p)) for p in _packages(root, module)]]
+    todo = [(start, module), *[(p, module_name(root, p)) for p in _packages(root, module)]]
     while todo:
         path, name = todo.pop()
         if path in seen:
             continue
         seen[path] = name
         for imp in imported_modules(path, name):
-            f = _module_file(root, imp)
+            f = module_file(root, imp)
             if f is not None and f not in seen:
                 todo.append((f, imp))
-            todo += [(p, _module_name(root, p)) for p in _packages(root, imp) if p not in seen]
-        todo += [(f, _module_name(root, f)) for f in sibling_sources(path) if f not in seen]
+            todo += [(p, module_name(root, p)) for p in _packages(root, imp) if p not in seen]
+        todo += [(f, module_name(root, f)) for f in sibling_sources(path) if f not in seen]
     return {p.relative_to(root).as_posix() for p in seen}
 
 
-def _dep_name(entry: Any) -> str:
+def _dep_name(entry: str | dict[str, Any]) -> str:  # a path, or {path: options}
     return entry if isinstance(entry, str) else next(iter(entry))
 
 
@@ -181,7 +181,7 @@ def _with_deps(doc: dict, deps: dict[str, list[str]]) -> dict:
     return doc
 
 
-def _replace_deps(text: str, stage: str, deps: list[Any]) -> str:
+def _replace_deps(text: str, stage: str, deps: list[str | dict[str, Any]]) -> str:
     """Replace the ``deps:`` list of ``stage`` (two-space indented dvc.yaml layout)."""
     pattern = re.compile(
         rf"(^  {re.escape(stage)}:\n(?:    .*\n)*?    deps:\n)((?:      - .*\n)+)", re.M

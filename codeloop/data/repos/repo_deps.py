@@ -4,7 +4,7 @@ package registry into a dir the sealed pytest runs mount read-only.
 Declared dependencies come from pyproject.toml (``[project].dependencies``), setup.cfg
 (``[options] install_requires``), setup.py (a literal ``install_requires``, or a name bound
 to one) and ``requirements*.txt``. pytest and its own dependencies are left out: the
-sandbox supplies them (codeloop.agent.envs). pip resolves the rest with their transitive
+sandbox supplies them (codeloop.agent.envdirs). pip resolves the rest with their transitive
 dependencies: first offline from the wheel cache (``--no-index --find-links``), and only
 when that cannot satisfy them by ``pip download`` from the registry into the cache, so a
 later mint is offline. The resolution, every installed distribution pinned ``name==version``,
