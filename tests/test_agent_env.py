@@ -101,7 +101,7 @@ def test_a_batch_of_episodes_gets_each_its_own_answer(agent):
 
 def test_a_function_task_is_not_an_agent_episode(agent):
     env, _ = agent
-    with pytest.raises(ValueError, match="not a repository task"):
+    with pytest.raises(ValueError, match="is of kind 'function', not 'repo'"):
         env.reset(Task(task_id="f", source="x", prompt="p"))
 
 

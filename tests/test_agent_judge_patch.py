@@ -103,7 +103,7 @@ def test_a_function_task_is_refused(made):
     root, task, _ = made
     ex = make_executor(SandboxConfig(workers=1), workspaces=True, envs_root=str(_envs(root)))
     try:
-        with pytest.raises(ValueError, match="not a repository task"):
+        with pytest.raises(ValueError, match="is of kind 'function', not 'repo'"):
             judge_many([(replace(task, kind="function"), "")], str(root / "repos"), ex)
     finally:
         ex.close()

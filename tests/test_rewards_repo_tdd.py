@@ -11,7 +11,7 @@ import pytest
 from codeloop.agent.judge import judge_patch
 from codeloop.config import RewardConfig
 from codeloop.data.repos.expert import expert_calls, model_test_module
-from codeloop.policy.agent_format import MODEL_TEST_PATH
+from codeloop.agent.model_tests import MODEL_TEST_PATH
 from codeloop.rewards.kinds import ScoreContext, score_by_kind
 from codeloop.rewards.modes import TDD_KEY
 from codeloop.rewards.repo import score_repo_trajectories
@@ -170,15 +170,22 @@ def test_the_demos_test_file_as_the_rollout_keeps_it_scores_one(env, demo):
     assert score(env, [kept])[0].reward_components[TDD_KEY] == 1.0
 
 
-def test_a_task_test_file_at_the_experts_own_path_keeps_its_other_tests(tmp_path):
-    from codeloop.data.repos.store import store_files
-    from codeloop.data.repos.synth import generate_repo_tasks
 
-    tasks, trees = generate_repo_tasks(10, seed=41)
-    for files in trees.values():
-        store_files(files, tmp_path)
-    task = next(t for t in tasks if t.fail_to_pass[0].startswith(MODEL_TEST_PATH + "::"))
-    content, ids = model_test_module(task, tmp_path)
-    own = [n for n in task.pass_to_pass if n.startswith(MODEL_TEST_PATH + "::")]
-    assert ids == task.fail_to_pass and own
-    assert all(f"def {n.rsplit('::', 1)[1]}(" in content for n in own)
+def test_a_task_test_file_at_the_experts_own_path_keeps_its_other_tests(env):
+    from codeloop.agent.patches import file_diff
+
+    text = F2P + "\n\ndef test_add_zero():\n    assert add(0, 0) == 0\n"
+    added = file_diff(MODEL_TEST_PATH, None, text.encode(), 0o100644, 0o100644)
+    task = replace(env[3], test_patch=added,
+                   fail_to_pass=[f"{MODEL_TEST_PATH}::test_add_positive"])
+    assert model_test_module(task) == (text, task.fail_to_pass)
+
+
+def test_the_experts_test_module_drops_the_other_tests_of_its_source_file(env):
+    task = replace(env[3], test_patch=env[3].test_patch.replace("+    assert add(2, 3) == 5\n",
+                   "+    assert add(2, 3) == 5\n+\n+\n+def test_add_zero():\n"
+                   "+    assert add(0, 0) == 0\n"))
+    assert "def test_add_zero" in task.test_patch
+    content, ids = model_test_module(task)
+    assert "def test_add_positive" in content and "test_add_zero" not in content
+    assert ids == [f"{MODEL_TEST_PATH}::test_add_positive"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from codeloop.rewards.hacks import hack_flags
+from codeloop.rewards.code_signals import hack_flags
 from tests._rewards_fixtures import ADD_TASK, GOOD, SPECIAL
 
 TESTS = ADD_TASK.visible_tests

@@ -9,7 +9,7 @@ from codeloop.cli import main
 from codeloop.config import SandboxConfig
 from codeloop.io import read_trajectories, write_tasks, write_trajectories
 from codeloop.rewards import score_trajectories
-from codeloop.rewards.replay import replay, sample_trajectories
+from codeloop.rewards.rescore import replay, sample_trajectories
 from codeloop.sandbox import make_executor
 from tests._rewards_fixtures import (
     ADD_TASK,

@@ -107,14 +107,14 @@ def test_a_tampered_agent_reward_exits_non_zero_naming_the_row(world, tmp_path, 
     assert rc == 1 and re.search(r"^agent-empty .*MISMATCH", out, re.M)
 
 
-def test_a_row_whose_task_kind_has_no_scorer_is_bad_input(world, tmp_path, capsys):
+def test_a_row_whose_task_kind_is_unknown_is_bad_input_naming_task_and_field(world, tmp_path, capsys):
     root, tasks, *_ = world
     odd = {**tasks, ADD_TASK.task_id: ADD_TASK.__class__(**{**vars(ADD_TASK), "kind": "odd"})}
     write_tasks(tmp_path / "tasks.parquet", list(odd.values()))
     rc = main(["replay", "--trajectories", str(root / "trajectories"),
                "--tasks", str(tmp_path / "tasks.parquet"), "--params", str(root / "params.yaml"),
                "--repos", str(root / "repos"), "--envs", str(root / "envs")])
-    assert rc == 2 and "no scorer for task kind 'odd'" in capsys.readouterr().err
+    assert rc == 2 and f"task {ADD_TASK.task_id}: field kind 'odd'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("path", ["codeloop/stages/score.py", "codeloop/commands/replay.py"])

@@ -21,7 +21,7 @@ from codeloop.agent.tools import INVALID_KINDS, Pending, ToolResult, Tools, pars
 from codeloop.agent.workspace import BaseCache, Workspace
 from codeloop.config import AgentConfig
 from codeloop.sandbox import SandboxError
-from codeloop.schema import Action, Observation, Task
+from codeloop.schema import Action, Observation, Task, require_kind
 
 
 @dataclass
@@ -93,8 +93,7 @@ class AgentEnv:
 
     def reset(self, task: Task) -> Episode:
         """A new episode of ``task`` on a fresh workspace."""
-        if task.kind != "repo":
-            raise ValueError(f"task {task.task_id}: kind {task.kind!r} is not a repository task")
+        require_kind(task, "repo", "AgentEnv.reset")
         inside = [self.executor.workspaces.env_inside(p) for p in env_paths(task, self.envs_root)]
         ws = Workspace.create(task, self.cache, self.executor.workspaces.new_workspace)
         boot = self.executor.workspaces.env_inside(boot_file(self.envs_root))

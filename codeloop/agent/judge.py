@@ -85,7 +85,7 @@ from codeloop.agent.workspace import node_file, remove_tree
 from codeloop.config import AgentConfig
 from codeloop.sandbox.base import CmdJob, Executor, SandboxError
 from codeloop.sandbox.pool import child_python
-from codeloop.schema import Task
+from codeloop.schema import Task, require_kind
 
 PYTEST_ARGS = ("-q", "--tb=short", "-p", "no:cacheprovider", "--rootdir=.",
                "--continue-on-collection-errors", "-o", "console_output_style=classic")
@@ -561,8 +561,9 @@ def judge_many(
     if ws_root is None or not ws_root.envs_root:
         raise SandboxError("the judge needs an executor with workspaces and an envs root")
     for task, _ in items:
-        if task.kind != "repo" or not task.fail_to_pass:
-            raise ValueError(f"task {task.task_id}: not a repository task with FAIL_TO_PASS tests")
+        require_kind(task, "repo", "judge_many")
+        if not task.fail_to_pass:
+            raise ValueError(f"task {task.task_id}: no FAIL_TO_PASS tests to judge")
     step = max(1, cfg.per_worker * int(getattr(executor, "workers", 1) or 1))
     out: list[RepoVerdict] = []
     trees = _Trees(repos_dir)

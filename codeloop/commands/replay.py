@@ -37,7 +37,7 @@ def run(args) -> int:
     from codeloop.config import ConfigError, load_params
     from codeloop.io import read_tasks, read_trajectories
     from codeloop.rewards.registry import UnknownRewardVersion
-    from codeloop.rewards.replay import sample_trajectories
+    from codeloop.rewards.rescore import sample_trajectories
 
     try:
         params = load_params(args.params)

@@ -23,7 +23,7 @@ from codeloop.data.leak import find_leaks
 from codeloop.data.loaders import load_source
 from codeloop.data.repos import curate_repos as repos
 from codeloop.sandbox.base import ExecJob
-from codeloop.schema import Task
+from codeloop.schema import Task, by_kind
 
 VOLATILE_META = ("reference_runtime_ms",)  # timings differ run to run; not part of the version
 
@@ -157,9 +157,9 @@ def _load_frozen(cfg, executor, quarantine: list, repos_dir, verifier) -> tuple[
         res = load_source(spec, repos_dir, cfg.repos_dir)
         quarantine += [{**q, "role": f"frozen:{name}"} for q in res.quarantine_rows]
         _unique_ids(res.tasks, set())
-        fn_tasks = [t for t in res.tasks if t.kind != "repo"]
+        kinds = by_kind(res.tasks)
+        fn_tasks, repo_tasks = kinds["function"], kinds["repo"]
         kept, failed = verify(fn_tasks, executor, cfg.verify_runs)
-        repo_tasks = [t for t in res.tasks if t.kind == "repo"]
         repo_kept, repo_failed = verifier.verify(repo_tasks)
         unverified, repo_failed = repos.quarantine_unverified(repo_tasks, repo_failed)
         quarantine += [{**q, "role": f"frozen:{name}"} for q in unverified]
@@ -238,11 +238,12 @@ def _clean_tasks(params, executor, repos_dir, verifier) -> dict[str, Any]:
             {**_spec_record(spec), "rows_in": res.rows_in, "loaded": len(res.tasks),
              "quarantined": len(res.quarantine_rows)}
         )
-    repo = _curate_repo_tasks([t for t in tasks if t.kind == "repo"], frozen, cfg, verifier)
+    kinds = by_kind(tasks)
+    repo = _curate_repo_tasks(kinds["repo"], frozen, cfg, verifier)
     quarantine += [{**q, "role": "train"} for q in repo["quarantine"]]
-    tasks = [t for t in tasks if t.kind != "repo"]
+    tasks = kinds["function"]
     dropped: list[dict] = list(repo["dropped"])
-    fn_frozen = {n: [t for t in ts if t.kind != "repo"] for n, ts in frozen.items()}
+    fn_frozen = {n: by_kind(ts)["function"] for n, ts in frozen.items()}
     leaks = find_leaks(tasks, fn_frozen, cfg.leak_threshold, cfg.leak_view_threshold, cfg.num_perm)
     leaked = {lk["task_id"] for lk in leaks}
     dropped += [{"task_id": lk["task_id"], "reason": "leak", "match": lk} for lk in leaks]
@@ -323,7 +324,8 @@ def write_clean(
     }
     version = dataset_version(r["train"], r["frozen"], r["counts"], params_rec)
     io.write_tasks(out / "tasks.parquet", r["train"])
-    used = {t.snapshot for t in [*r["train"], *(t for ts in r["frozen"].values() for t in ts)] if t.kind == "repo"}
+    every = [*r["train"], *(t for ts in r["frozen"].values() for t in ts)]
+    used = {t.snapshot for t in by_kind(every)["repo"]}
     repos.sync_snapshots(r.get("repos_dir"), out / "repos", used)
     for name, ts in r["frozen"].items():
         io.write_tasks(out / "frozen" / f"{name}.parquet", ts)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from codeloop.config import AgentConfig, EvaluateConfig, RolloutConfig
 from codeloop.evaluate.passk import PASS_KS, pass_at_k
 from codeloop.sandbox.base import ExecJob, ExecResult, Executor
-from codeloop.schema import Task, Trajectory
+from codeloop.schema import Task, Trajectory, by_kind
 
 if TYPE_CHECKING:  # types only: the policy pulls in torch, the agent env its sandbox
     from codeloop.agent.env import AgentEnv
@@ -317,7 +317,7 @@ def evaluate_sets(
             tasks = tasks[: cfg.max_tasks_per_set]
         if not tasks:
             raise ValueError(f"frozen set {name!r} is empty; nothing to evaluate")
-        if any(t.kind == "repo" for t in tasks):
+        if by_kind(tasks)["repo"]:
             if agent is None:
                 raise ValueError(f"frozen set {name!r} holds repository tasks: need agent=")
             m, rates, summary = _evaluate_repo_set(

@@ -46,9 +46,10 @@ import json
 import re
 from typing import Any
 
+from codeloop.agent.model_tests import MODEL_TEST_PATH
 from codeloop.policy import prompts as P
 from codeloop.policy.formats import ChatFormat, CompactFormat
-from codeloop.schema import TOOLS, Observation, Task
+from codeloop.schema import TOOLS, Observation, Task, by_kind
 
 AGENT_COMPACT_VERSION = "agent-v1"
 AGENT_CHAT_VERSION = "agent-chat-v1"
@@ -147,16 +148,9 @@ assert tuple(_PROPS) == TOOLS, "TOOL_SCHEMAS must cover schema.TOOLS in order"
 
 # rubber_duck: what the model is asked after a failing run_tests.
 EXPLAIN_FAILURE = "Explain why the failing tests fail and which line is wrong:"
-# tdd: the test file the model is asked to write first, and the ask.
-MODEL_TEST_PATH = "tests/test_model.py"
+# tdd: the ask for a test file first.
 TDD_ASK = (f"First write a test ({MODEL_TEST_PATH}, write_file) that fails now and passes once"
            " the bug is fixed, then fix the code and submit.")
-
-
-def is_model_test(path: str) -> bool:
-    """A file the model wrote as its own tests: a test_*.py module."""
-    name = path.replace("\\", "/").rsplit("/", 1)[-1]
-    return name.startswith("test_") and name.endswith(".py")
 
 
 class AgentParseError(ValueError):
@@ -408,9 +402,7 @@ def repo_corpus(tasks: list[Task], repos_dir) -> list[str]:
 
     docs: list[str] = []
     seen: set[str] = set()
-    for t in tasks:
-        if t.kind != "repo":
-            continue
+    for t in by_kind(tasks)["repo"]:
         if t.snapshot not in seen:
             seen.add(t.snapshot)
             root = snapshot_path(repos_dir, t.snapshot)

@@ -297,13 +297,23 @@ class Policy:
         return gens
 
 
+def _function_docs(t: Task) -> list[str]:
+    return [P.task_prompt(t) + P.completion_text(t.reference_solution, P.signature(t))]
+
+
+def _repo_docs(t: Task) -> list[str]:
+    """Statement and patches; the repository's files come in the extra texts."""
+    return [P.TASK + t.prompt + "\n" + P.TOOL, t.patch, t.test_patch]
+
+
+# What a task of each kind adds to the tokenizer's corpus.
+CORPUS_DOCS = {"function": _function_docs, "repo": _repo_docs}
+
+
 def _corpus(tasks: list[Task], extra_texts: list[str] | None = None) -> list[str]:
     docs = list(extra_texts or [])  # e.g. repository tasks' files and agent episodes
     for t in tasks:
-        if t.kind == "repo":  # statement and patches; the files come in extra_texts
-            docs += [P.TASK + t.prompt + "\n" + P.TOOL, t.patch, t.test_patch]
-            continue
-        docs.append(P.task_prompt(t) + P.completion_text(t.reference_solution, P.signature(t)))
+        docs += CORPUS_DOCS[t.kind](t)
     # Feedback vocabulary, so multi-turn text does not fall apart into bytes.
     for status in ("failed", "runtime_error", "syntax_error", "timeout", "no_code"):
         docs.append(P.feedback_text(status, "assert f(1) == 2", "3", "NameError: name 'x'"))

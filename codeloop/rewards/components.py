@@ -13,6 +13,11 @@ import re
 from codeloop.sandbox.base import ExecResult, TestResult
 from codeloop.schema import Action
 
+
+def rounded(x: float) -> float:
+    """A reward as stored: rounded so rows read cleanly and replay compares exact decimals."""
+    return round(float(x), 6)
+
 # Statuses that mean "the program did not even get to be judged": compile-level failures.
 SYNTAX_STATUSES = ("syntax_error", "no_code")
 # Statuses counted as an error state for process rewards (an error present in the code).

@@ -21,8 +21,8 @@ from codeloop.config import RewardConfig
 from codeloop.rewards import score_trajectories
 from codeloop.rewards.extras import build_extras
 from codeloop.rewards.modes import apply_explain, apply_repo_tdd, apply_tdd
-from codeloop.rewards.replay import ReplayReport, merge_reports, replay_with, sample_trajectories
 from codeloop.rewards.repo import score_repo_trajectories
+from codeloop.rewards.rescore import ReplayReport, merge_reports, replay_with, sample_trajectories
 from codeloop.schema import Task, Trajectory
 
 DEFAULT_KIND = "function"  # a row whose task is missing: its scorer marks the infra error

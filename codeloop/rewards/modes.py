@@ -43,11 +43,11 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 
 from codeloop.agent.judge import JudgeConfig, RepoVerdict, judge_many, judge_tree
+from codeloop.agent.model_tests import is_model_test
 from codeloop.agent.patches import file_diff
 from codeloop.agent.workspace import remove_tree
 from codeloop.config import RewardConfig
 from codeloop.data.repos.diffs import split_files
-from codeloop.policy.agent_format import is_model_test
 from codeloop.policy.prompts import extract_code, signature
 from codeloop.sandbox.base import ExecJob, ExecResult, SandboxError
 from codeloop.sandbox.faults import isolate_faults

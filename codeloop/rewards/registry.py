@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from codeloop.config import REWARD_VERSIONS
 from codeloop.rewards import components as C
-from codeloop.rewards.hacks import HACK_FLAGS, hack_flags
+from codeloop.rewards.code_signals import HACK_FLAGS, hack_flags
+from codeloop.rewards.components import rounded
 from codeloop.rewards.repo_terms import repo_reward
 from codeloop.sandbox.base import ExecResult
 from codeloop.schema import Action, Task
@@ -60,11 +61,6 @@ class Composition:
         return (self.compute.__doc__ or "").strip()
 
 
-def _r(x: float) -> float:
-    # Rounded so stored rewards read cleanly and replay compares exact decimals.
-    return round(float(x), 6)
-
-
 def reward_v1(inp: RewardInput) -> RewardOutput:
     """Spine reward: visible pass rate; syntax error or no code -0.5; timeout -> 0.
 
@@ -78,13 +74,13 @@ def reward_v1(inp: RewardInput) -> RewardOutput:
     syntax = -0.5 if C.is_syntax_failure(res) else 0.0
     rate = C.pass_rate(res)
     comps = {
-        "pass_rate": _r(rate),
+        "pass_rate": rounded(rate),
         "binary_pass": C.binary_pass(res),
         "syntax_penalty": syntax,
         "timeout": 1.0 if timeout else 0.0,
     }
     reward = 0.0 if timeout else rate + syntax
-    return RewardOutput(_r(reward), comps, [0.0] * len(inp.actions))
+    return RewardOutput(rounded(reward), comps, [0.0] * len(inp.actions))
 
 
 V2_W_RLTF = 0.5
@@ -99,18 +95,18 @@ def _v2_parts(inp: RewardInput) -> tuple[dict[str, float], list[float]]:
     flags = hack_flags(inp.code, task.visible_tests, task.entry_point, task.io_style)
     steps = C.process_rewards(inp.actions)
     comps = {
-        "pass_rate": _r(C.pass_rate(res)),
+        "pass_rate": rounded(C.pass_rate(res)),
         "binary_pass": C.binary_pass(res),
-        "rltf": 0.0 if timeout else _r(C.rltf_partial_credit(res, task.io_style)),
+        "rltf": 0.0 if timeout else rounded(C.rltf_partial_credit(res, task.io_style)),
         "syntax_penalty": V2_SYNTAX if C.is_syntax_failure(res) else 0.0,
         "timeout": 1.0 if timeout else 0.0,
-        "process": _r(sum(steps)),
-        "length_penalty": _r(C.length_penalty(inp.code, task.reference_solution)),
+        "process": rounded(sum(steps)),
+        "length_penalty": rounded(C.length_penalty(inp.code, task.reference_solution)),
     }
     for name in HACK_FLAGS:
         comps[f"hack_{name}"] = 1.0 if flags[name] else 0.0
     comps["hack_penalty"] = V2_HACK if any(flags.values()) else 0.0
-    return comps, [_r(s) for s in steps]
+    return comps, [rounded(s) for s in steps]
 
 
 def _v2_total(c: dict[str, float]) -> float:
@@ -132,7 +128,7 @@ def reward_v2(inp: RewardInput) -> RewardOutput:
     neighbourhood, while a false positive still leaves passing code above failing code.
     """
     comps, steps = _v2_parts(inp)
-    return RewardOutput(_r(_v2_total(comps)), comps, steps)
+    return RewardOutput(rounded(_v2_total(comps)), comps, steps)
 
 
 def reward_v2_critic(inp: RewardInput) -> RewardOutput:
@@ -142,8 +138,8 @@ def reward_v2_critic(inp: RewardInput) -> RewardOutput:
     break ties among failing programs, never to outrank a passing one.
     """
     comps, steps = _v2_parts(inp)
-    comps["critic"] = _r(inp.critic_score or 0.0)
-    return RewardOutput(_r(_v2_total(comps) + 0.1 * comps["critic"]), comps, steps)
+    comps["critic"] = rounded(inp.critic_score or 0.0)
+    return RewardOutput(rounded(_v2_total(comps) + 0.1 * comps["critic"]), comps, steps)
 
 
 def reward_v2_judge(inp: RewardInput) -> RewardOutput:
@@ -153,8 +149,8 @@ def reward_v2_judge(inp: RewardInput) -> RewardOutput:
     signal (0.8 of the maximum).
     """
     comps, steps = _v2_parts(inp)
-    comps["judge"] = _r(inp.judge_score or 0.0)
-    return RewardOutput(_r(_v2_total(comps) + 0.15 * comps["judge"]), comps, steps)
+    comps["judge"] = rounded(inp.judge_score or 0.0)
+    return RewardOutput(rounded(_v2_total(comps) + 0.15 * comps["judge"]), comps, steps)
 
 
 def reward_v3(inp: RewardInput) -> RewardOutput:

@@ -2,7 +2,7 @@
 
 ``score_repo_trajectories`` judges every ``final_diff`` (codeloop.agent.judge, one batch)
 and fills reward, components, step rewards and the version; ``replay_repo`` re-judges
-stored trajectories and compares, as ``codeloop.rewards.replay`` does for function tasks.
+stored trajectories and compares, as ``codeloop.rewards.rescore`` does for function tasks.
 The terms themselves are codeloop.rewards.repo_terms (pure; the registry's v3 wraps them).
 """
 
@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from codeloop.agent.judge import JudgeConfig, judge_many
+from codeloop.rewards.components import rounded
 from codeloop.rewards.registry import RewardInput, get_composition
-from codeloop.rewards.repo_terms import HIDDEN_KEY, _r, repo_reward
+from codeloop.rewards.repo_terms import HIDDEN_KEY, repo_reward
 from codeloop.sandbox.base import ExecResult, SandboxError
 from codeloop.sandbox.faults import isolate_faults
 from codeloop.schema import Task, Trajectory
@@ -60,7 +61,7 @@ def score_repo_trajectories(
         r = comp.compute(inp)
         t.reward, t.reward_components = r.reward, dict(r.components)
         if task.hidden_tests:
-            t.reward_components[HIDDEN_KEY] = _r(v.hidden_passed / v.hidden_total)
+            t.reward_components[HIDDEN_KEY] = rounded(v.hidden_passed / v.hidden_total)
         for a, s in zip(t.actions, r.step_rewards, strict=False):
             a.reward = s
         t.metadata.reward_fn_version = version
@@ -79,9 +80,9 @@ def _judge_each(todo, repos_dir, executor, cfg) -> list:
 
 def replay_repo(trajs: list[Trajectory], tasks_by_id: dict[str, Task], executor, repos_dir: str):
     """Re-judge stored repository trajectories under their own reward versions and compare
-    rewards, components and step rewards with what is stored (codeloop.rewards.replay)."""
+    rewards, components and step rewards with what is stored (codeloop.rewards.rescore)."""
     # imported here: replay stands on codeloop.rewards, which registers this module's v3
-    from codeloop.rewards.replay import replay_with
+    from codeloop.rewards.rescore import replay_with
 
     return replay_with(trajs, lambda group, version: score_repo_trajectories(
         group, tasks_by_id, version, executor, repos_dir))

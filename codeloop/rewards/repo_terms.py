@@ -18,6 +18,7 @@ from __future__ import annotations
 from codeloop.agent.hacks import flag_components
 from codeloop.agent.judge import JudgeConfig, RepoVerdict
 from codeloop.agent.tools import INVALID_KINDS
+from codeloop.rewards.components import rounded
 from codeloop.schema import Action, Task
 
 W_RESOLVED = 1.0
@@ -38,10 +39,6 @@ CREDIT_EXCEPTION = 0.1
 # Malformed calls (the tool never ran: agent.tools' INVALID_KINDS, the same set the episode
 # counts towards agent.invalid_call_limit); a tool that ran and failed (no_match) is not one.
 HIDDEN_KEY = "diag_hidden_pass_rate"
-
-
-def _r(x: float) -> float:
-    return round(float(x), 6)
 
 
 def test_credit(outcome: str, exc_type: str) -> float:
@@ -124,22 +121,22 @@ def repo_reward(
     c = {
         "resolved": 1.0 if v.visible_resolved else 0.0,
         "applied": 1.0 if v.applied else 0.0,
-        "pass_rate": _r((v.f2p_passed + v.p2p_passed) / total) if total else 0.0,
-        "f2p_pass_rate": _r(v.f2p_passed / v.f2p_total) if v.f2p_total else 0.0,
-        "f2p_credit": _r(f2p_credit(v, task)),
-        "p2p_broken": _r((v.p2p_total - v.p2p_passed) / v.p2p_total)
+        "pass_rate": rounded((v.f2p_passed + v.p2p_passed) / total) if total else 0.0,
+        "f2p_pass_rate": rounded(v.f2p_passed / v.f2p_total) if v.f2p_total else 0.0,
+        "f2p_credit": rounded(f2p_credit(v, task)),
+        "p2p_broken": rounded((v.p2p_total - v.p2p_passed) / v.p2p_total)
         if v.p2p_total and v.applied
         else 0.0,
-        "process": 0.0 if hacked else _r(sum(process)),
+        "process": 0.0 if hacked else rounded(sum(process)),
         "steps": float(len(actions)),
-        "step_cost": _r(STEP_COST * len(actions)),
+        "step_cost": rounded(STEP_COST * len(actions)),
         "invalid_calls": float(sum(a.observation.error_kind in INVALID_KINDS for a in actions)),
         "apply_penalty": 0.0 if v.applied else W_APPLY,
         "hack_zeroed": 1.0 if hacked else 0.0,
     }
-    c["invalid_cost"] = _r(INVALID_COST * c["invalid_calls"])
+    c["invalid_cost"] = rounded(INVALID_COST * c["invalid_calls"])
     c |= flag_components(v.hack_flags)
     gain = 0.0 if hacked else W_RESOLVED * c["resolved"] + W_F2P * c["f2p_credit"] + c["process"]
     loss = W_P2P * c["p2p_broken"] + c["apply_penalty"] + c["step_cost"] + c["invalid_cost"]
-    steps = [_r((0.0 if hacked else p) - k) for p, k in zip(process, cost, strict=True)]
-    return _r(gain - loss), c, steps
+    steps = [rounded((0.0 if hacked else p) - k) for p, k in zip(process, cost, strict=True)]
+    return rounded(gain - loss), c, steps

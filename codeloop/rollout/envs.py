@@ -3,6 +3,8 @@ every stage samples through (rollout, evaluate, benchmarks)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from codeloop.agent.env import AgentEnv
 from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.function_env import FunctionEnv
@@ -10,11 +12,15 @@ from codeloop.rollout.loop import run_loop
 from codeloop.rollout.repo_env import RepoEnv
 from codeloop.schema import Task, Trajectory
 
+if TYPE_CHECKING:
+    from codeloop.policy.model import Policy
+    from codeloop.sandbox.base import Executor
+
 ENVS = {"function": FunctionEnv, "repo": RepoEnv}
 
 
 def run_episodes(
-    tasks: list[Task], policy, executor, ctx: EpisodeContext, *,
+    tasks: list[Task], policy: Policy, executor: Executor, ctx: EpisodeContext, *,
     agent_env: AgentEnv | None = None,
 ) -> list[Trajectory]:
     """Episodes for ``tasks`` of any kinds, rows in task order (each kind's tasks run as

@@ -23,11 +23,17 @@ with observation status prompt_too_long (the task's prompt alone fills the conte
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from codeloop.policy import prompts as P
 from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.loop import PROMPT_TOO_LONG, Episode
 from codeloop.sandbox.base import ExecJob, ExecResult
 from codeloop.schema import Action, Observation, Task, Trajectory
+
+if TYPE_CHECKING:
+    from codeloop.policy.model import Policy
+    from codeloop.sandbox.base import Executor
 
 
 def is_prompt_too_long(t: Trajectory) -> bool:
@@ -74,7 +80,9 @@ def feedback_for(res: ExecResult, prefix: str = "") -> str:
 class FunctionEnv:
     """Self-debugging episodes of function tasks in the function sandbox."""
 
-    def __init__(self, policy, executor, ctx: EpisodeContext, agent_env: object = None) -> None:
+    def __init__(
+        self, policy: Policy, executor: Executor, ctx: EpisodeContext, agent_env: object = None
+    ) -> None:
         self.policy, self.executor, self.ctx = policy, executor, ctx
         self.fmt = policy.format
         self.mode = ctx.rollout.mode

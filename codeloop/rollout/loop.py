@@ -27,12 +27,15 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from codeloop.rollout.context import EpisodeContext
 from codeloop.sandbox.base import SandboxError
 from codeloop.sandbox.faults import isolate_faults
 from codeloop.schema import Action, Observation, Task, Trajectory, TrajectoryMetadata
+
+if TYPE_CHECKING:
+    from codeloop.policy.model import Policy
 
 PROMPT_TOO_LONG = "prompt_too_long"  # observation status of a task whose prompt overflows
 
@@ -123,7 +126,7 @@ def group_key(task: Task, iteration: int, prompt: str, version: str) -> str:
     return f"{task.task_id}#{sha(prompt + version, 8)}@{iteration}"
 
 
-def sample_turn(policy, id_lists: list[list[int]], ctx: EpisodeContext, step: int,
+def sample_turn(policy: Policy, id_lists: list[list[int]], ctx: EpisodeContext, step: int,
                 max_new_tokens: int) -> list:
     """One batched generation (one sample each) with the rollout's per-turn seed."""
     cfg = ctx.rollout
@@ -141,7 +144,9 @@ def sample_turn(policy, id_lists: list[list[int]], ctx: EpisodeContext, step: in
     return [g for (g,) in gens]
 
 
-def run_loop(env: Env, tasks: list[Task], policy, ctx: EpisodeContext) -> list[Trajectory]:
+def run_loop(
+    env: Env, tasks: list[Task], policy: Policy, ctx: EpisodeContext
+) -> list[Trajectory]:
     """Episodes of ``env`` for ``tasks``: samples_per_task each, grouped by task in order."""
     episodes: list[Episode] = []
     try:
@@ -159,7 +164,7 @@ def run_loop(env: Env, tasks: list[Task], policy, ctx: EpisodeContext) -> list[T
     return [build_trajectory(e, env, policy, ctx) for e in episodes]
 
 
-def _turn(env: Env, policy, ctx: EpisodeContext, live: list[Episode], step: int,
+def _turn(env: Env, policy: Policy, ctx: EpisodeContext, live: list[Episode], step: int,
           last_turn: bool) -> None:
     gens = sample_turn(policy, [e.ids for e in live], ctx, step, env.max_new_tokens)
     pending: list[tuple[Episode, object]] = []
@@ -177,7 +182,7 @@ def _turn(env: Env, policy, ctx: EpisodeContext, live: list[Episode], step: int,
             env.observe(e, res, last_turn)
 
 
-def build_trajectory(e: Episode, env: Env, policy, ctx: EpisodeContext) -> Trajectory:
+def build_trajectory(e: Episode, env: Env, policy: Policy, ctx: EpisodeContext) -> Trajectory:
     """The row of one episode: ids, actions, how it ended, and what sampled it."""
     prompt = env.prompt(e.task)
     key = group_key(e.task, ctx.iteration, prompt, env.version)

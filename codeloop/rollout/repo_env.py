@@ -25,13 +25,19 @@ judges) and its tool counts.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from codeloop.agent.env import AgentEnv
-from codeloop.policy.agent_format import AgentParseError, agent_format_for, is_model_test
+from codeloop.agent.model_tests import is_model_test
+from codeloop.policy.agent_format import AgentParseError, agent_format_for
 from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.loop import PROMPT_TOO_LONG, Episode
 from codeloop.sandbox.base import SandboxError
 from codeloop.schema import Action, Observation, Task
+
+if TYPE_CHECKING:
+    from codeloop.policy.model import Policy
+    from codeloop.sandbox.base import Executor
 
 MIN_ROOM = 8  # tokens a next call needs at least; less left ends the episode context_full
 
@@ -39,7 +45,10 @@ MIN_ROOM = 8  # tokens a next call needs at least; less left ends the episode co
 class RepoEnv:
     """Agent episodes of repository tasks on ``AgentEnv`` workspaces."""
 
-    def __init__(self, policy, executor, ctx: EpisodeContext, agent_env: AgentEnv | None = None):
+    def __init__(
+        self, policy: Policy, executor: Executor, ctx: EpisodeContext,
+        agent_env: AgentEnv | None = None,
+    ) -> None:
         self.policy, self.ctx = policy, ctx
         if agent_env is None and not ctx.repos_dir:
             raise ValueError("repository tasks need the repos_dir of their snapshots")

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from codeloop.config import RunnerConfig
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -95,7 +98,7 @@ def _dask(fn: Callable[[Any], R], chunks: list, cfg: RunnerConfig) -> list[R]:
         return _dask_map(client, fn, chunks)
 
 
-def _dask_map(client: Any, fn: Callable[[Any], R], chunks: list) -> list[R]:
+def _dask_map(client: Client, fn: Callable[[Any], R], chunks: list) -> list[R]:
     # pure=False: two equal chunks are still two pieces of work (sampling is seeded
     # per chunk by the caller, but equality must never merge them silently).
     futures = client.map(fn, chunks, pure=False)

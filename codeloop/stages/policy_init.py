@@ -17,6 +17,7 @@ from codeloop.config import Params
 from codeloop.io import read_tasks
 from codeloop.paths import Paths
 from codeloop.policy.init import init_policy
+from codeloop.schema import by_kind
 from codeloop.stages import Step, call
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
     extra: list[str] = []
     if params.policy.model == "embedded":
         tasks = read_tasks(paths.clean_tasks)
-        if any(t.kind == "repo" for t in tasks):
+        if by_kind(tasks)["repo"]:
             from codeloop.policy.agent_format import repo_corpus
 
             extra = step(repo_corpus, tasks, paths.repos_dir)

@@ -26,7 +26,7 @@ from codeloop.config import Params
 from codeloop.io import read_trajectories, read_with_tasks, write_json, write_trajectories
 from codeloop.paths import Paths
 from codeloop.rewards.fanout import RepoSetup, fan_out_score
-from codeloop.rewards.replay import ReplayReport, merge_reports
+from codeloop.rewards.rescore import ReplayReport, merge_reports
 from codeloop.rewards.summary import summarize
 from codeloop.rollout.resume import ShardStore
 from codeloop.schema import Task, Trajectory

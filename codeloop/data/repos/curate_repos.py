@@ -18,7 +18,7 @@ import numpy as np
 from codeloop.config import SourceSpec
 from codeloop.data import minhash
 from codeloop.data.dedupe import DedupeResult
-from codeloop.schema import Task
+from codeloop.schema import Task, by_kind
 
 
 def _docs(tasks: list[Task]) -> list[tuple[str, str]]:
@@ -47,7 +47,7 @@ def find_repo_leaks(
     """Training repo tasks that copy a frozen one: the same snapshot, the same repository
     (minted and SWE-bench sources: the frozen repository is held out whole), or a
     statement + patch MinHash Jaccard >= threshold. One record per leaked task."""
-    pool = [(name, f) for name, ts in sorted(frozen.items()) for f in ts if f.kind == "repo"]
+    pool = [(name, f) for name, ts in sorted(frozen.items()) for f in by_kind(ts)["repo"]]
     if not tasks or not pool:
         return []
     by_snapshot = {f.snapshot: (n, f) for n, f in pool}
