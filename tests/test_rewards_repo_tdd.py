@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 
 from codeloop.agent.judge import judge_patch
+from codeloop.agent.model_tests import MODEL_TEST_PATH
 from codeloop.config import RewardConfig
 from codeloop.data.repos.expert import expert_calls, model_test_module
-from codeloop.agent.model_tests import MODEL_TEST_PATH
 from codeloop.rewards.kinds import ScoreContext, score_by_kind
 from codeloop.rewards.modes import TDD_KEY
 from codeloop.rewards.repo import score_repo_trajectories
