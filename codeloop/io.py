@@ -85,6 +85,7 @@ _META = pa.struct(
         ("dataset_version", pa.string()),
         ("reward_fn_version", pa.string()),
         ("seed", pa.int64()),
+        ("episode_mode", pa.string()),
     ]
 )
 TRAJECTORY_SCHEMA = pa.schema(
@@ -110,6 +111,7 @@ TRAJECTORY_SCHEMA = pa.schema(
         ("tool_calls", pa.int64()),
         ("tool_errors", pa.int64()),
         ("tests_run", pa.int64()),
+        ("model_tests", pa.string()),
     ]
 )
 

@@ -72,3 +72,26 @@ def test_rewriting_a_shard_directory_removes_stale_shards(tmp_path):
     write_trajectories(tmp_path / "out", [_trajectory(i) for i in range(4)], shard_size=1)
     write_trajectories(tmp_path / "out", [_trajectory(0)], shard_size=1)
     assert len(read_trajectories(tmp_path / "out")) == 1
+
+
+def test_every_trajectory_field_has_a_parquet_column():
+    from dataclasses import fields
+
+    assert TRAJECTORY_SCHEMA.names == [f.name for f in fields(Trajectory)]
+    meta = TRAJECTORY_SCHEMA.field("metadata").type
+    assert [meta.field(i).name for i in range(meta.num_fields)] == [
+        f.name for f in fields(TrajectoryMetadata)
+    ]
+
+
+def test_a_mode_episode_keeps_its_mode_and_the_models_tests_through_parquet(tmp_path):
+    from dataclasses import replace
+
+    t = _trajectory(0)
+    t = replace(t, model_tests="assert f() == 1\n",
+                metadata=replace(t.metadata, episode_mode="tdd"),
+                actions=[Action(step=0, action_type="write_tests", content="assert f() == 1"),
+                         *t.actions])
+    write_trajectories(tmp_path / "out", [t])
+    (back,) = read_trajectories(tmp_path / "out")
+    assert back == t and back.metadata.episode_mode == "tdd" and back.model_tests

@@ -47,7 +47,7 @@ def _rows(work):
 
 def test_every_stage_ran_and_the_candidate_was_evaluated(repro):
     _, work = repro
-    assert read_json(Paths(work).metrics("eval"))["sets"]
+    assert read_json(Paths(work).metrics("evaluate"))["sets"]
     assert _rows(work)
 
 
@@ -62,6 +62,8 @@ def test_tdd_rows_begin_with_the_models_tests(repro):
         pytest.skip("tdd only")
     rows = [t for t in _rows(work) if t.actions and t.actions[0].observation.status != "prompt_too_long"]
     assert rows and all(t.actions[0].action_type == "write_tests" for t in rows)
+    wrote = [t for t in rows if t.model_tests]
+    assert all("test_quality" in t.reward_components for t in wrote)
 
 
 def test_rubber_duck_rows_hold_explanations_after_failures(repro):
