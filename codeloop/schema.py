@@ -218,8 +218,10 @@ class Trajectory:
         ]
         comps = row.get("reward_components") or {}
         kw["reward_components"] = json.loads(comps) if isinstance(comps, str) else dict(comps)
-        kw["metadata"] = TrajectoryMetadata(**(row.get("metadata") or {}))
+        # A column a file was written without reads as null: the field's default stands.
+        meta = {k: v for k, v in (row.get("metadata") or {}).items() if v is not None}
+        kw["metadata"] = TrajectoryMetadata(**meta)
         for name in ("token_ids", "loss_mask", "sample_logprobs"):
             kw[name] = list(row.get(name) or [])
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in kw.items() if k in names})
+        return cls(**{k: v for k, v in kw.items() if k in names and v is not None})

@@ -95,3 +95,11 @@ def test_a_mode_episode_keeps_its_mode_and_the_models_tests_through_parquet(tmp_
     write_trajectories(tmp_path / "out", [t])
     (back,) = read_trajectories(tmp_path / "out")
     assert back == t and back.metadata.episode_mode == "tdd" and back.model_tests
+
+
+def test_a_row_written_before_a_column_existed_reads_with_that_fields_default():
+    row = _trajectory(0).to_row()
+    row["model_tests"] = None
+    row["metadata"] = {**row["metadata"], "episode_mode": None}
+    back = Trajectory.from_row(row)
+    assert back.model_tests == "" and back.metadata.episode_mode == ""
