@@ -48,24 +48,52 @@ def test_tests_that_pass_the_reference_and_catch_the_failed_code_score_one(execu
 
 def test_a_test_wrong_about_the_reference_costs_its_share(executor):
     # add_three(4) == 8 fails on the reference but still catches the wrong variant
-    assert quality(executor, tdd("assert add_three(4) == 8\nassert add_three(0) == 3")) == 0.75
+    assert quality(executor, tdd("assert add_three(4) == 8\nassert add_three(0) == 3")) == 0.5
 
 
-def test_tests_that_let_the_wrong_code_through_score_half(executor):
-    assert quality(executor, tdd("assert add_three(0) > 0")) == 0.5
+def test_tests_that_let_the_wrong_code_through_score_zero(executor):
+    assert quality(executor, tdd("assert add_three(0) > 0")) == 0.0
 
 
-def test_without_failed_codes_only_the_reference_pass_share_counts(executor):
-    assert quality(executor, tdd("assert add_three(1) == 4\nassert add_three(1) == 5", ())) == 0.5
+def test_tests_that_assert_nothing_score_zero(executor):
+    assert quality(executor, tdd("assert True\nassert 1 == 1")) == 0.0
+
+
+def test_tests_that_fail_everywhere_score_zero(executor):
+    assert quality(executor, tdd("assert False\nassert add_three(0) == 99")) == 0.0
+
+
+def test_without_any_wrong_variant_the_tests_score_zero(executor):
+    assert quality(executor, tdd("assert add_three(1) == 4", ())) == 0.0
 
 
 def test_a_failed_code_that_never_compiled_is_no_variant(executor):
-    assert quality(executor, tdd("assert add_three(0) > 0", (SYNTAX,))) == 1.0
+    row = tdd(CATCHING, (SYNTAX,))
+    row.actions[0].observation.status = "syntax_error"
+    assert quality(executor, row) == 0.0
 
 
 def test_a_failed_turn_written_as_a_continuation_of_the_signature_is_a_variant(executor):
     # base-format turns continue the prompt's `def add_three(x):` line
-    assert quality(executor, tdd("assert add_three(0) > 0", ("    return x + 2\n",))) == 0.5
+    assert quality(executor, tdd("assert add_three(0) == 3", ("    return x + 2\n",))) == 1.0
+
+
+def test_a_generated_task_brings_mutants_the_model_did_not_choose(executor):
+    from codeloop.data.generator import generate_tasks
+    from codeloop.rewards.modes import reference_mutants
+
+    task = generate_tasks(1, seed=3, max_depth=1)[0]
+    assert reference_mutants(task)
+    tasks = {task.task_id: task}
+    good = "\n".join(task.visible_tests)
+    rows = [replace(traj(task.reference_solution, tid=i, task=task, steps=[obs("passed", 1)]),
+                    model_tests=m)
+            for i, m in (("good", good), ("vacuous", "assert True"))]
+    for a in (r.actions[0] for r in rows):
+        a.content = task.reference_solution
+    got = {t.trajectory_id: t.reward_components[TDD_KEY]
+           for t in score_by_kind(rows, tasks, ScoreContext(RewardConfig(), executor))}
+    assert got["vacuous"] == 0.0 and got["good"] > 0.0
 
 
 def test_lines_that_are_not_asserts_are_ignored():
@@ -80,7 +108,7 @@ def test_the_reward_gains_tdd_weight_times_test_quality_and_nothing_else_moves(e
     row = tdd("assert add_three(4) == 8\nassert add_three(0) == 3")
     (plain,) = score_trajectories([row], TASKS, "v1", executor)
     (scored,) = score(executor, [row], tdd_weight=0.4)
-    assert scored.reward == pytest.approx(plain.reward + 0.4 * 0.75)
+    assert scored.reward == pytest.approx(plain.reward + 0.4 * 0.5)
     assert {k: v for k, v in scored.reward_components.items() if k != TDD_KEY} == (
         plain.reward_components
     )

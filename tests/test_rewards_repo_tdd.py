@@ -70,12 +70,12 @@ def test_a_test_that_fails_on_the_bug_and_passes_on_the_fix_scores_one(scored):
     assert quality(scored, "good") == 1.0
 
 
-def test_a_test_that_passes_everywhere_scores_half(scored):
-    assert quality(scored, "always") == 0.5
+def test_a_test_that_passes_everywhere_scores_zero(scored):
+    assert quality(scored, "always") == 0.0
 
 
-def test_a_test_that_fails_everywhere_scores_half(scored):
-    assert quality(scored, "never") == 0.5
+def test_a_test_that_fails_everywhere_scores_zero(scored):
+    assert quality(scored, "never") == 0.0
 
 
 def test_a_file_that_does_not_compile_has_no_tests_and_scores_zero(scored):
@@ -83,7 +83,7 @@ def test_a_file_that_does_not_compile_has_no_tests_and_scores_zero(scored):
 
 
 def test_a_file_that_errors_at_collection_passes_nowhere(scored):
-    assert quality(scored, "import") == 0.5
+    assert quality(scored, "import") == 0.0
 
 
 def test_test_methods_of_a_test_class_count(scored):
@@ -97,7 +97,7 @@ def test_a_file_written_over_one_of_the_tasks_own_is_judged_as_the_model_wrote_i
 def test_the_reward_rises_by_the_weighted_test_quality(scored):
     plain = scored["plain"].reward
     assert scored["good"].reward == pytest.approx(plain + 0.5 * 1.0)
-    assert scored["always"].reward == pytest.approx(plain + 0.5 * 0.5)
+    assert scored["always"].reward == pytest.approx(plain)
     assert scored["syntax"].reward == pytest.approx(plain)
 
 

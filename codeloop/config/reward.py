@@ -42,10 +42,10 @@ class RewardConfig(Section):
     critic_path: str = Field("", description="Critic directory (critic.json + .npz), v2-critic.")
     tdd_weight: float = Field(
         0.2, ge=0, le=1,
-        description="tdd episodes: weight of the test-quality term. Function tasks: the mean"
-        " of the share of the model's asserts that pass on the reference solution and the"
-        " share of the episode's failed codes they catch; repository tasks: the mean of the"
-        " model's test files passing on the reference tree and failing on the buggy tree.",
+        description="tdd episodes: weight of the test-quality term. Function tasks: the share"
+        " of the model's asserts that pass on the reference solution times the share of"
+        " known-wrong codes (reference mutants, failed turns) they catch; repository tasks: 1"
+        " when the model's test files pass on the reference tree and fail on the buggy tree.",
     )
     explain_weight: float = Field(
         0.0, ge=0, le=1,

@@ -7,18 +7,22 @@ They apply by mode, on top of the composition named by ``metadata.reward_fn_vers
 - ``test_quality`` (tdd, function tasks; weight ``reward.tdd_weight``): the asserts the
   model wrote before its code (``Trajectory.model_tests``, one per line; other lines are
   ignored) run in the sandbox against the task's reference solution, where each should
-  pass, and against the episode's own failed codes (known-wrong variants), each of which
-  at least one assert should catch. test_quality = mean(pass share on the reference,
-  caught share of the variants), or the pass share alone when there are no variants.
-  Variants that never compiled (syntax_error, no_code) are left out: any test catches them.
+  pass, and against known-wrong variants, each of which at least one assert should catch:
+  mutants of the reference (``generator.wrong_solution``, seeded by the task: the model
+  cannot choose them) and the episode's own failed codes. test_quality = pass share on the
+  reference x caught share of the variants: tests that assert nothing (pass everywhere)
+  and tests that fail everywhere both score 0, and with no variant at all nothing shows
+  the tests tell right from wrong, so they score 0 too. Variants that never compiled
+  (syntax_error, no_code) are left out: any test catches them.
   The task's hidden tests and the main reward are untouched.
 - ``test_quality`` (tdd, repository tasks; same key and weight): the test files the model
   wrote (``model_tests``, a JSON object path -> content) are added to the task's tree and
   their tests (by pytest's default names: top-level ``test*`` functions, ``test*`` methods
   of ``Test*`` classes) become the only FAIL_TO_PASS tests of a derived task, which the
   real judge runs twice: with the task's reference ``patch`` and with no patch (the buggy
-  tree). test_quality = mean(1 if the judge resolves the reference run, 1 if some model
-  test did not pass on the buggy tree). Canaries and flags count as for any patch: a test
+  tree). test_quality = 1 if the judge resolves the reference run and some model test
+  did not pass on the buggy tree, else 0 (a test passing or failing on both trees tells
+  nothing). Canaries and flags count as for any patch: a test
   whose mutants pass like it does is not read as passing. A file that does not compile, or
   one outside the tree, has no tests; no tests at all scores 0 without a run. A collection
   error is a test that did not pass, on either tree (a test of a name the fix adds fails on
@@ -37,6 +41,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import random
 import re
 import tempfile
 from dataclasses import replace
@@ -47,8 +52,10 @@ from codeloop.agent.model_tests import is_model_test
 from codeloop.agent.patches import file_diff
 from codeloop.agent.workspace import remove_tree
 from codeloop.config import RewardConfig
+from codeloop.data.generator import wrong_solution
 from codeloop.data.repos.diffs import split_files
 from codeloop.policy.prompts import extract_code, signature
+from codeloop.rewards.components import rounded
 from codeloop.sandbox.base import ExecJob, ExecResult, SandboxError
 from codeloop.sandbox.faults import isolate_faults
 from codeloop.schema import Action, Observation, Task, Trajectory
@@ -57,6 +64,7 @@ TDD_KEY = "test_quality"
 EXPLAIN_KEY = "explains_failing_line"
 CODE_ACTIONS = ("generate", "revise")
 UNCOMPILED = ("syntax_error", "no_code")
+MUTANTS = 3  # mutants of the reference a tdd row's asserts are run against
 MIN_QUOTE = 4  # shorter needles (a bare name like "f") would match any prose
 # our failures while judging a repo row's model tests: its infra_error (as rewards.repo)
 REPO_FAULTS = (SandboxError, OSError, ValueError)
@@ -65,10 +73,6 @@ FILE_MODE = 0o100644
 _TRACE_LINE = re.compile(r'^\s*File "[^"]*", line \d+.*\n\s*(\S.*)$', re.M)
 _PYTEST_SOURCE = re.compile(r"^>\s+(\S.*)$", re.M)
 _PYTEST_FAILED = re.compile(r"^(?:FAILED|ERROR)\s+(\S+)", re.M)
-
-
-def _r(x: float) -> float:
-    return round(float(x), 6)
 
 
 def model_asserts(model_tests: str) -> list[str]:
@@ -87,8 +91,9 @@ def action_code(a: Action, task: Task) -> str:
 
 
 def wrong_variants(t: Trajectory, task: Task) -> list[str]:
-    """The distinct codes of the episode's failed code turns that compiled."""
-    out: list[str] = []
+    """Known-wrong codes: the reference's mutants, then the episode's failed code turns
+    that compiled; distinct."""
+    out = reference_mutants(task)
     for a in t.actions:
         status = a.observation.status
         if a.action_type not in CODE_ACTIONS or status == "passed" or status in UNCOMPILED:
@@ -96,6 +101,22 @@ def wrong_variants(t: Trajectory, task: Task) -> list[str]:
         code = action_code(a, task)
         if code.strip() and code not in out:
             out.append(code)
+    return out
+
+
+def reference_mutants(task: Task, n: int = MUTANTS) -> list[str]:
+    """Up to ``n`` distinct wrong programs derived from the reference (generated tasks
+    only), seeded by the task so every row of it meets the same ones."""
+    rng = random.Random(f"tdd-mutants:{task.task_id}")
+    out: list[str] = []
+    for _ in range(4 * n):
+        wrong = wrong_solution(task, rng)
+        if wrong is None:
+            break
+        if wrong[0] not in out:
+            out.append(wrong[0])
+        if len(out) == n:
+            break
     return out
 
 
@@ -110,16 +131,16 @@ def caught(res: ExecResult) -> bool:
 
 
 def test_quality(ref: ExecResult, n_asserts: int, variants: list[ExecResult]) -> float:
-    """mean(pass share on the reference, caught share of the variants) (see module doc)."""
-    share = ref.tests_passed / n_asserts if n_asserts else 0.0
-    if not variants:
-        return _r(share)
-    return _r((share + sum(map(caught, variants)) / len(variants)) / 2)
+    """pass share on the reference x caught share of the variants (see module doc)."""
+    if not n_asserts or not variants:
+        return 0.0
+    share = ref.tests_passed / n_asserts
+    return rounded(share * sum(map(caught, variants)) / len(variants))
 
 
 def _add(t: Trajectory, key: str, value: float, weight: float) -> None:
     t.reward_components[key] = value
-    t.reward = _r(t.reward + weight * value)
+    t.reward = rounded(t.reward + weight * value)
 
 
 def _mark_infra(t: Trajectory, reason: str) -> None:
@@ -224,8 +245,8 @@ def tdd_task(task: Task, files: dict[str, str], old: dict[str, bytes | None]) ->
 
 
 def repo_test_quality(ref: RepoVerdict, buggy: RepoVerdict) -> float:
-    """mean(resolved with the reference patch, some test not passing on the buggy tree)."""
-    return _r((ref.visible_resolved + (buggy.f2p_passed < buggy.f2p_total)) / 2)
+    """1 when the reference patch resolves and some test does not pass on the buggy tree."""
+    return float(bool(ref.visible_resolved) and buggy.f2p_passed < buggy.f2p_total)
 
 
 def _derive(t: Trajectory, task: Task, repos_dir: str) -> Task | None | Exception:
@@ -312,7 +333,7 @@ def explain_score(actions: list[Action]) -> float | None:
     """Share of explain actions naming the failure just before them (None: none)."""
     hits = [names_failing_line(a.content, actions[i - 1].observation if i else Observation())
             for i, a in enumerate(actions) if a.action_type == "explain"]
-    return _r(sum(hits) / len(hits)) if hits else None
+    return rounded(sum(hits) / len(hits)) if hits else None
 
 
 def apply_explain(rows: list[Trajectory], cfg: RewardConfig) -> None:
