@@ -68,7 +68,10 @@ def main() -> int:
     a = ap.parse_args()
     by_kind: dict[str, dict[str, str]] = {}
     for spec in a.runs:
-        kind, mode, path = spec.split("=", 2)
+        parts = spec.split("=", 2)
+        if len(parts) != 3 or not Path(parts[2] + ".rates.json").is_file():
+            ap.error(f"run {spec!r}: want KIND=MODE=CSV with CSV.rates.json beside it")
+        kind, mode, path = parts
         by_kind.setdefault(kind, {})[mode] = path
     rows = [r for kind, runs in by_kind.items() for r in rows_for(kind, runs)]
     with open(a.out, "w", newline="") as f:
