@@ -86,6 +86,8 @@ _META = pa.struct(
         ("reward_fn_version", pa.string()),
         ("seed", pa.int64()),
         ("episode_mode", pa.string()),
+        ("tests_version", pa.string()),
+        ("visible_subset", pa.float64()),
     ]
 )
 TRAJECTORY_SCHEMA = pa.schema(

@@ -158,6 +158,8 @@ class TrajectoryMetadata:
     reward_fn_version: str = ""  # filled by the score stage
     seed: int = 0
     episode_mode: str = ""  # rollout.mode / agent_mode that sampled it; "" = self_debug
+    tests_version: str = ""  # the task's tests (codeloop.data.augment); "" = before it existed
+    visible_subset: float = 1.0  # share of the visible tests the episode saw (reward.visible_subset)
 
 
 @dataclass

@@ -21,6 +21,7 @@ ARTIFACT_KEYS = (
     "gate-decision",
     "alarms",
     "data-report",
+    "test-quality",
     "reward-components",
 )
 # Published only when a stage ran agent episodes (repository tasks on).
@@ -134,6 +135,30 @@ def publish_data_report(report: dict[str, Any]) -> None:
         key="data-report",
         table=rows,
         description=f"clean stage, dataset_version {report['dataset_version'][:12]}",
+    )
+
+
+def quality_table(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per task source (and "all"): tests per task and mutation score before and
+    after augmentation, coverage of the reference, weak and skipped tasks."""
+    rows = []
+    for source, q in report.get("test_quality", {}).items():
+        row = {"source": source, "tasks": q["tasks"], "augmented": q["augmented"],
+               "weak": q["weak"], "dropped": q["dropped"]}
+        row.update({k.removeprefix("mean_"): _fmt(v) for k, v in q.items()
+                    if k.startswith("mean_")})
+        row["skipped"] = ", ".join(f"{k}: {v}" for k, v in sorted(q["skipped"].items()))
+        rows.append(row)
+    return rows
+
+
+@task(name="publish_test_quality")
+def publish_test_quality(report: dict[str, Any]) -> None:
+    """A table artifact (key test-quality): the clean stage's tests, by source."""
+    create_table_artifact(
+        key="test-quality",
+        table=quality_table(report),
+        description=f"clean stage, tests_version {report.get('tests_version', '')}",
     )
 
 

@@ -24,6 +24,7 @@ from tasks.artifacts import (
     publish_data_report,
     publish_eval_artifacts,
     publish_gate_artifacts,
+    publish_test_quality,
 )
 
 # Retries where a failure can be transient (the sandbox pool on a loaded machine); bad
@@ -35,7 +36,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
 
 # step function name -> publish(result): artifacts shown on the Artifacts page.
 ARTIFACTS: dict[str, Callable[[Any], None]] = {
-    "write_clean": publish_data_report,
+    "write_clean": lambda r: (publish_data_report(r), publish_test_quality(r)),
     "summarize": publish_components,
     "agent_summary": publish_agent_artifacts,
     "gate": lambda r: publish_gate_artifacts(r["decision"], r["alarms"]),

@@ -93,7 +93,10 @@ def test_kept_tasks_have_hidden_tests_and_reference_runtime(cleaned):
     tmp, _, _ = cleaned
     tasks = {t.task_id: t for t in read_tasks(tmp / "out" / "tasks.parquet")}
     assert sorted(tasks) == ["mbpp/1", "mbpp/2", "mbpp/3"]
-    assert len(tasks["mbpp/1"].visible_tests) == 2 and len(tasks["mbpp/1"].hidden_tests) == 1
+    add = tasks["mbpp/1"]
+    own_visible = len(add.visible_tests) - add.metadata["augmented_visible"]
+    own_hidden = len(add.hidden_tests) - add.metadata["augmented_hidden"]
+    assert (own_visible, own_hidden) == (2, 1)
     assert all(t.metadata["reference_runtime_ms"] >= 0 for t in tasks.values())
 
 
@@ -110,3 +113,32 @@ def test_same_input_twice_gives_the_same_dataset_version(cleaned):
     again = curate(_params(src), tmp / "again", metrics_path=None)
     assert again["dataset_version"] == r["dataset_version"]
     assert read_json(tmp / "again" / "manifest.json")["dataset_version"] == r["dataset_version"]
+
+
+def test_kept_function_tasks_gain_augmented_tests_and_the_report_says_so(cleaned):
+    tmp, _, r = cleaned
+    tasks = read_tasks(tmp / "out" / "tasks.parquet")
+    assert all(t.metadata["augmented_hidden"] + t.metadata["augmented_visible"] >= 1
+               for t in tasks)
+    mbpp = r["test_quality"]["mbpp"]
+    assert mbpp["augmented"] == 3 and mbpp["mean_tests_after"] > mbpp["mean_tests_before"]
+    rows = [json.loads(x) for x in (tmp / "out" / "test_quality.jsonl").read_text().splitlines()]
+    assert {q["task_id"] for q in rows if q["set"] == "train"} == {t.task_id for t in tasks}
+
+
+def test_the_manifest_and_every_task_carry_the_tests_version(cleaned):
+    tmp, _, r = cleaned
+    manifest = read_json(tmp / "out" / "manifest.json")
+    tasks = read_tasks(tmp / "out" / "tasks.parquet")
+    assert manifest["tests_version"] == r["tests_version"] != "none"
+    assert {t.metadata["tests_version"] for t in tasks} == {manifest["tests_version"]}
+
+
+def test_the_ui_table_has_a_row_per_source_with_before_and_after_figures(cleaned):
+    from tasks.artifacts import quality_table
+
+    _, _, r = cleaned
+    rows = {row["source"]: row for row in quality_table(r)}
+    assert set(rows) == {"mbpp", "all"}
+    assert rows["mbpp"]["tests_after"] > rows["mbpp"]["tests_before"]
+    assert rows["mbpp"]["mutation_score_after"] >= rows["mbpp"]["mutation_score_before"]

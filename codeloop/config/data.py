@@ -133,6 +133,64 @@ class RepoTasksConfig(Section):
         return v
 
 
+class AugmentConfig(Section):
+    """Test augmentation of function tasks (codeloop.data.augment)."""
+
+    enabled: bool = Field(
+        True, description="Augment function tasks that have a reference solution."
+    )
+    n_random: int = Field(
+        8, ge=0, le=200, description="Random inputs per task, shaped like the task's own."
+    )
+    max_candidates: int = Field(
+        40, ge=1, le=1000, description="Candidate inputs the reference is run on, per task."
+    )
+    max_mutants: int = Field(
+        12, ge=1, le=200, description="Reference mutants a task's tests are scored against."
+    )
+    max_tests: int = Field(
+        6, ge=0, le=200, description="Most augmented tests kept per task (set cover order)."
+    )
+    min_tests: int = Field(
+        2,
+        ge=0,
+        le=200,
+        description="Augmented tests kept per task even when no more mutants fall (edge "
+        "inputs ranked by hash), up to max_tests.",
+    )
+    visible_share: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="Share of a task's augmented tests that join its visible tests (reward); "
+        "the rest join the hidden tests (evaluation and the hacking alarm).",
+    )
+    frozen: bool = Field(
+        False,
+        description="Augment the frozen sets too (HumanEval's pass@1 then stops being "
+        "comparable with published figures); the held-out synthetic split always is.",
+    )
+    weak_mutation_score: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="A task whose tests kill fewer than this share of its reference's "
+        "mutants is flagged weak in the report.",
+    )
+    drop_below: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Drop (reason weak_tests) a task whose mutation score after augmentation "
+        "is below this; 0 keeps every task.",
+    )
+    coverage: bool = Field(
+        True,
+        description="Measure statement and branch coverage of each reference by its visible "
+        "and by all tests (sandboxed) for the report.",
+    )
+
+
 class CleanConfig(Section):
     sources: list[SourceSpec] = Field(
         default_factory=lambda: [SourceSpec(kind="synthetic", n=600, seed=0)],
@@ -192,6 +250,9 @@ class CleanConfig(Section):
     )
     repo_tasks: RepoTasksConfig = Field(
         default_factory=RepoTasksConfig, description="The synthetic repository-task switch."
+    )
+    augment: AugmentConfig = Field(
+        default_factory=AugmentConfig, description="Test augmentation of function tasks."
     )
 
 

@@ -19,6 +19,15 @@ REWARD_VERSIONS = ("v1", "v2", "v2-critic", "v2-judge", "v3", "v4")
 
 
 class RewardConfig(Section):
+    visible_subset: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="Share of a function task's visible tests each episode is shown and "
+        "rewarded on: a subset seeded by task, iteration and rollout seed (one per GRPO "
+        "group, other ones next iteration), so no fixed test list can be memorised; replay "
+        "recomputes it; 1 = all.",
+    )
     version: str = Field(
         "v1",
         description="Reward composition (codeloop.rewards.registry): v1, v2, v2-critic, ..., v3 (repo tasks).",

@@ -13,10 +13,12 @@ import hashlib
 import json
 import statistics
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from codeloop import io
+from codeloop.data.augment import NO_AUGMENT, augment_tasks, quality_summary, tests_version
 from codeloop.data.dedupe import exact_dedupe, near_dedupe
 from codeloop.data.holdout import heldout_split, split_tests
 from codeloop.data.leak import find_leaks
@@ -259,9 +261,17 @@ def _clean_tasks(params, executor, repos_dir, verifier) -> dict[str, Any]:
     _, heldout = heldout_split(synthetic, cfg.heldout_fraction)
     held_ids = {t.task_id for t in heldout}
     train = [split_tests(t, cfg.visible_fraction, cfg.min_visible) for t in kept if t.task_id not in held_ids]
-    train += repo["kept"]
+    heldout = [split_tests(t, cfg.visible_fraction, cfg.min_visible) for t in heldout]
+    quality = augment_all(train, heldout, frozen, executor, cfg)
+    weak = {q["task_id"] for q in quality["rows"] if q.get("dropped")}
+    dropped += [{"task_id": q["task_id"], "reason": "weak_tests",
+                 "mutation_score": q["mutation_score_after"]}
+                for q in quality["rows"] if q["task_id"] in weak]
+    train = [t for t in quality["train"] if t.task_id not in weak] + repo["kept"]
+    heldout = [t for t in quality["heldout"] if t.task_id not in weak]
+    frozen.update(quality["frozen"])
     if heldout:
-        frozen["heldout"] = [split_tests(t, cfg.visible_fraction, cfg.min_visible) for t in heldout]
+        frozen["heldout"] = heldout
     train_q = sum(1 for q in quarantine if q["role"] == "train")
     by_reason = dict(sorted(Counter(d["reason"] for d in dropped).items()))
     counts = {
@@ -295,6 +305,37 @@ def _clean_tasks(params, executor, repos_dir, verifier) -> dict[str, Any]:
         # of "quarantined": rows read from files that failed the executability filter
         # (outside counts, so a dataset with none keeps its version)
         "quarantined_unverified": len(repo["quarantine"]),
+        "test_quality": quality["rows"],
+        "tests_version": quality["tests_version"],
+    }
+
+
+def augment_all(train: list[Task], heldout: list[Task], frozen: dict[str, list[Task]],
+                executor, cfg) -> dict[str, Any]:
+    """Augment the function tasks of train, held-out and (with ``augment.frozen``) the
+    frozen sets in one sandbox batch; every task is stamped with tests_version. Rows
+    whose mutation score after augmentation is under ``augment.drop_below`` are marked
+    ``dropped`` (frozen sets keep every task)."""
+    acfg = cfg.augment
+    groups = {"train": train, "heldout": heldout}
+    groups.update({f"frozen:{n}": ts for n, ts in frozen.items()})
+    version = tests_version(acfg)
+    out = {g: [replace(t, metadata={**t.metadata, "tests_version": version})
+               if t.kind == "function" else t for t in ts] for g, ts in groups.items()}
+    todo = [(g, i) for g, ts in out.items() for i, t in enumerate(ts) if t.kind == "function"
+            and (acfg.frozen or not g.startswith("frozen:"))]
+    done, rows = augment_tasks([out[g][i] for g, i in todo], executor, acfg, cfg.verify_runs)
+    for (g, i), t, q in zip(todo, done, rows, strict=True):
+        out[g][i] = t
+        score = q.get("mutation_score_after")
+        q["set"] = g
+        q["dropped"] = not g.startswith("frozen:") and score is not None and score < acfg.drop_below
+    return {
+        "train": out.pop("train"),
+        "heldout": out.pop("heldout"),
+        "frozen": {g.split(":", 1)[1]: ts for g, ts in out.items()},
+        "rows": rows,
+        "tests_version": version,
     }
 
 
@@ -330,6 +371,8 @@ def write_clean(
     for name, ts in r["frozen"].items():
         io.write_tasks(out / "frozen" / f"{name}.parquet", ts)
     io.write_jsonl(out / "quarantine.jsonl", r["quarantine"])
+    io.write_jsonl(out / "test_quality.jsonl", r.get("test_quality", []))
+    quality = quality_summary(r.get("test_quality", []))
     report = {
         "dataset_version": version,
         **r["counts"],
@@ -339,14 +382,19 @@ def write_clean(
         "dropped_tasks": r["dropped"],
         "leaks": r["leaks"],
         "dedupe_clusters": r["clusters"],
+        "tests_version": r.get("tests_version", NO_AUGMENT),
+        "test_quality": quality,
     }
     io.write_json(out / "report.json", report)
-    manifest = {"dataset_version": version, "counts": r["counts"], "params": params_rec}
+    manifest = {"dataset_version": version, "tests_version": report["tests_version"],
+                "counts": r["counts"], "params": params_rec}
     io.write_json(out / "manifest.json", manifest)
     if metrics_path:
         c = r["counts"]
         metrics = {k: c[k] for k in ("rows_in", "kept_train", "kept_heldout", "dropped", "quarantined", "few_tests")}
         metrics.update({f"dropped_{k}": v for k, v in c["dropped_by_reason"].items()})
         metrics.update({f"frozen_{k}": v for k, v in c["frozen"].items()})
+        metrics.update({f"tests_{src}_{k}": v for src, row in quality.items()
+                        for k, v in row.items() if isinstance(v, (int, float))})
         io.write_json(metrics_path, metrics)
     return report

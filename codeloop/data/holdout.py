@@ -46,6 +46,21 @@ def split_tests(task: Task, visible_fraction: float, min_visible: int) -> Task:
     )
 
 
+def visible_subset(task: Task, share: float, iteration: int, seed: int) -> Task:
+    """Copy of a function task showing only a seeded share of its visible tests (at least
+    one), by a hash of task id, iteration, seed and test: every episode of a GRPO group
+    sees the same ones, the next iteration others, and a replay recomputes them from
+    the trajectory's iteration and seed. share >= 1 (or one visible test) keeps all."""
+    tests = task.visible_tests
+    if share >= 1 or len(tests) <= 1 or task.kind != "function":
+        return task
+    k = max(1, round(share * len(tests)))
+    order = sorted(range(len(tests)),
+                   key=lambda i: _rank("subset", task.task_id, str(iteration), str(seed), tests[i]))
+    keep = set(order[:k])
+    return replace(task, visible_tests=[t for i, t in enumerate(tests) if i in keep])
+
+
 def heldout_split(tasks: list[Task], fraction: float) -> tuple[list[Task], list[Task]]:
     """(train, heldout): ``ceil(fraction * n)`` tasks by task_id hash go to heldout."""
     if fraction <= 0 or not tasks:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from codeloop.data.holdout import visible_subset
 from codeloop.rewards.llm_judge import Judge, JudgeError
 from codeloop.rewards.registry import (
     REGISTRY,
@@ -144,7 +145,7 @@ def score_trajectories(
     if comp.needs_judge and judge is None:
         raise ValueError(f"reward version {version} needs a judge (reward.judge_*)")
     out = [_copy(t) for t in trajs]
-    tasks = [tasks_by_id.get(t.task_id) for t in out]
+    tasks = [shown_task(tasks_by_id.get(t.task_id), t) for t in out]
     todo = [t is not None and not o.infra_error for t, o in zip(tasks, out, strict=True)]
     vis = run_jobs(
         executor,
@@ -184,6 +185,13 @@ def score_trajectories(
                 # h is None for empty code: nothing ran, nothing passed.
                 t.reward_components[HIDDEN_KEY] = round(h.pass_rate, 6) if h else 0.0
     return out
+
+
+def shown_task(task: Task | None, t: Trajectory) -> Task | None:
+    """The task as the episode saw it: the visible subset its metadata records."""
+    if task is None:
+        return None
+    return visible_subset(task, t.metadata.visible_subset, t.iteration, t.metadata.seed)
 
 
 def _fill(t: Trajectory, r: RewardOutput, version: str) -> None:

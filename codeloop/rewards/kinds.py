@@ -22,7 +22,13 @@ from codeloop.rewards import score_trajectories
 from codeloop.rewards.extras import build_extras
 from codeloop.rewards.modes import apply_explain, apply_repo_tdd, apply_tdd
 from codeloop.rewards.repo import score_repo_trajectories
-from codeloop.rewards.rescore import ReplayReport, merge_reports, replay_with, sample_trajectories
+from codeloop.rewards.rescore import (
+    ReplayReport,
+    merge_reports,
+    replay_with,
+    sample_trajectories,
+    split_by_tests_version,
+)
 from codeloop.schema import Task, Trajectory
 
 DEFAULT_KIND = "function"  # a row whose task is missing: its scorer marks the infra error
@@ -124,11 +130,16 @@ def replay_kind(
 def replay_by_kind(
     trajs: list[Trajectory], tasks_by_id: dict[str, Task], ctx: ScoreContext
 ) -> dict[str, ReplayReport]:
-    """One replay report per kind present in ``trajs``."""
-    return {
+    """One replay report per kind present in ``trajs`` (plus "tests_version": rows whose
+    task now carries other tests than they were scored on, reported, not replayed)."""
+    trajs, other_tests = split_by_tests_version(trajs, tasks_by_id)
+    out = {
         kind: replay_kind(kind, rows, tasks_by_id, ctx)
         for kind, rows in split_by_kind(trajs, tasks_by_id).items()
     }
+    if other_tests.rows:
+        out["tests_version"] = other_tests
+    return out
 
 
 def replay_all(

@@ -132,6 +132,33 @@ def replay_with(
     return ReplayReport(rows, skipped=len(trajs) - len(checkable))
 
 
+def tests_version_of(task: Task) -> str:
+    """The tests a task carries ("" for tasks cleaned before tests were versioned)."""
+    return str(task.metadata.get("tests_version", ""))
+
+
+def split_by_tests_version(
+    trajs: list[Trajectory], tasks_by_id: dict[str, Task]
+) -> tuple[list[Trajectory], ReplayReport]:
+    """(trajectories whose task has the tests they were scored on, a report of error rows
+    for the others): a reward replayed on other tests would differ for no fault of the
+    reward function. "" on either side (data from before the stamp) counts as a match."""
+    ok, rows = [], []
+    for t in trajs:
+        task = tasks_by_id.get(t.task_id)
+        have = tests_version_of(task) if task is not None else ""
+        want = t.metadata.tests_version
+        if want and have and want != have and not t.infra_error:
+            rows.append(ReplayRow(
+                t.trajectory_id, t.metadata.reward_fn_version, t.reward, None,
+                error=f"tests_version {want} (trajectory) != {have} (tasks): replay it "
+                "against the data/clean it was scored on (git checkout its iteration's "
+                "tag, then dvc checkout)"))
+        else:
+            ok.append(t)
+    return ok, ReplayReport(rows)
+
+
 def merge_reports(reports: list[ReplayReport]) -> ReplayReport:
     """One report holding the rows (and skipped counts) of several."""
     return ReplayReport([r for rep in reports for r in rep.rows],

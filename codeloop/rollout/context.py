@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from codeloop.config import AgentConfig, Params, RolloutConfig, SandboxConfig
 
@@ -20,6 +20,7 @@ class EpisodeContext:
     timeout_s: float  # one function-task run's deadline (sandbox.timeout_s; 0: the executor's)
     agent: AgentConfig = field(default_factory=AgentConfig)
     repos_dir: str = ""  # the repository tasks' snapshots (data/clean/repos)
+    visible_subset: float = 1.0  # reward.visible_subset: share of visible tests an episode sees
 
     @property
     def seed(self) -> int:
@@ -36,5 +37,6 @@ class EpisodeContext:
     @classmethod
     def from_params(cls, params: Params, dataset_version: str, repos_dir: str) -> EpisodeContext:
         """The rollout stage's context: params' rollout, sandbox and agent sections."""
-        return cls.of(params.rollout, params.sandbox, dataset_version, agent=params.agent,
-                      repos_dir=repos_dir)
+        ctx = cls.of(params.rollout, params.sandbox, dataset_version, agent=params.agent,
+                     repos_dir=repos_dir)
+        return replace(ctx, visible_subset=params.reward.visible_subset)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from codeloop.agent.env import AgentEnv
+from codeloop.data.holdout import visible_subset
 from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.function_env import FunctionEnv
 from codeloop.rollout.loop import run_loop
@@ -26,7 +27,7 @@ def run_episodes(
     """Episodes for ``tasks`` of any kinds, rows in task order (each kind's tasks run as
     one batched loop of its env). agent_env: a repository env the caller already holds."""
     by_kind: dict[str, list[Task]] = {}
-    for t in tasks:
+    for t in (visible_subset(t, ctx.visible_subset, ctx.iteration, ctx.seed) for t in tasks):
         if t.kind not in ENVS:
             raise ValueError(f"task {t.task_id}: unknown kind {t.kind!r}; known: {sorted(ENVS)}")
         by_kind.setdefault(t.kind, []).append(t)

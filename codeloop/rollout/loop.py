@@ -195,6 +195,8 @@ def build_trajectory(e: Episode, env: Env, policy: Policy, ctx: EpisodeContext) 
         execution_time_ms=e.exec_ms, prompt_template_version=env.version,
         dataset_version=ctx.dataset_version,
         episode_mode="" if env.mode == "self_debug" else env.mode,
+        tests_version=str(e.task.metadata.get("tests_version", "")),
+        visible_subset=ctx.visible_subset,
     )
     return Trajectory(
         trajectory_id=sha(f"{key}|{cfg.seed}|{e.sample}|{policy.model_version}", 24),

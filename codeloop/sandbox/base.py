@@ -8,7 +8,7 @@ and callers must never turn that into a reward of 0.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 STATUSES = (
     "passed",
@@ -49,6 +49,9 @@ class TestResult:
     expected: str = ""
     error_type: str = ""
     message: str = ""
+    # the decoded plain value of a one-hole test (None otherwise): what the program
+    # returned for the call, for callers that need the value itself (test augmentation)
+    value: Any = None
 
 
 @dataclass

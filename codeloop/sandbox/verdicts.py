@@ -164,6 +164,8 @@ def _judge_function(plan: Plan, msg: dict, idx: int) -> TestResult:
             values = [decode(v) for v in raw]
             tr.passed = evaluate_check(plan, values)
             tr.got = short_repr(values[0]) if len(values) == 1 else short_repr(values)
+            if len(values) == 1:
+                tr.value = values[0]
         except (BadValue, RecursionError, MemoryError) as exc:
             tr.message = f"unusable value from the child: {exc}"
         except Exception as exc:  # the check itself raised on the returned value
