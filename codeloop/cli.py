@@ -21,6 +21,7 @@ COMMANDS = {
     "rollback": "rollback",
     "report": "report",
     "archive": "archive",
+    "model-tests": "model_tests",
     "export": "export",
     "env": "env_cmd",
 }

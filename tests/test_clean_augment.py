@@ -15,26 +15,37 @@ from codeloop.sandbox.base import ExecJob
 from codeloop.schema import Task
 
 SQ = Task(
-    task_id="t/sq", source="mbpp", prompt="Square of the sum of the even numbers.",
+    task_id="t/sq",
+    source="mbpp",
+    prompt="Square of the sum of the even numbers.",
     entry_point="sq",
     reference_solution=(
         "def sq(xs):\n    total = 0\n    for x in xs:\n        if x % 2 == 0:\n"
         "            total += x\n    return total * total\n"
     ),
     # (total + total) == (total * total) at 2 and at 0: these tests let that mutant live
-    visible_tests=["assert sq([2]) == 4"], hidden_tests=["assert sq([]) == 0"],
+    visible_tests=["assert sq([2]) == 4"],
+    hidden_tests=["assert sq([]) == 0"],
 )
 NEG = Task(
-    task_id="t/neg", source="mbpp", prompt="Half of a non-negative number.", entry_point="half",
+    task_id="t/neg",
+    source="mbpp",
+    prompt="Half of a non-negative number.",
+    entry_point="half",
     reference_solution=(
         "def half(x):\n    if x < 0:\n        raise ValueError('negative')\n    return x // 2\n"
     ),
-    visible_tests=["assert half(8) == 4"], hidden_tests=["assert half(3) == 1"],
+    visible_tests=["assert half(8) == 4"],
+    hidden_tests=["assert half(3) == 1"],
 )
 FLAKY = Task(
-    task_id="t/flaky", source="mbpp", prompt="A number plus noise.", entry_point="noisy",
+    task_id="t/flaky",
+    source="mbpp",
+    prompt="A number plus noise.",
+    entry_point="noisy",
     reference_solution="import time\n\ndef noisy(x):\n    return x + time.perf_counter_ns()\n",
-    visible_tests=["assert noisy(1) > 0"], hidden_tests=["assert noisy(2) > 0"],
+    visible_tests=["assert noisy(1) > 0"],
+    hidden_tests=["assert noisy(2) > 0"],
 )
 
 
@@ -54,7 +65,9 @@ def augmented(executor):
 
 def _added(t: Task) -> list[str]:
     vis, hid = t.metadata["augmented_visible"], t.metadata["augmented_hidden"]
-    return t.visible_tests[len(t.visible_tests) - vis:] + t.hidden_tests[len(t.hidden_tests) - hid:]
+    return (
+        t.visible_tests[len(t.visible_tests) - vis :] + t.hidden_tests[len(t.hidden_tests) - hid :]
+    )
 
 
 def test_calls_of_reads_literal_arguments_of_the_entry_point_only():
@@ -73,8 +86,9 @@ def test_candidate_inputs_keep_the_types_and_never_repeat_a_seen_input():
 def test_every_added_test_passes_on_the_reference(executor, augmented):
     tasks, _ = augmented
     for t in tasks[:2]:
-        res = executor.run(ExecJob(code=t.reference_solution, tests=t.all_tests(),
-                                   entry_point=t.entry_point))
+        res = executor.run(
+            ExecJob(code=t.reference_solution, tests=t.all_tests(), entry_point=t.entry_point)
+        )
         assert res.passed and len(_added(t)) >= 1, t.task_id
 
 
@@ -113,15 +127,22 @@ def test_hidden_added_tests_never_reach_the_prompt(augmented):
     from codeloop.policy.prompts import task_prompt
 
     t = augmented[0][0]
-    hidden_added = t.hidden_tests[len(t.hidden_tests) - t.metadata["augmented_hidden"]:]
+    hidden_added = t.hidden_tests[len(t.hidden_tests) - t.metadata["augmented_hidden"] :]
     prompt = task_prompt(t, max_tests=len(t.all_tests()))
     assert hidden_added and not any(s in prompt for s in hidden_added)
 
 
 def test_tasks_with_setup_code_are_left_alone_with_the_reason(executor):
-    t = Task(task_id="t/setup", source="mbpp", prompt="p", entry_point="f",
-             reference_solution="def f(x):\n    return x\n", setup_code="import math",
-             visible_tests=["assert f(1) == 1"], hidden_tests=["assert f(2) == 2"])
+    t = Task(
+        task_id="t/setup",
+        source="mbpp",
+        prompt="p",
+        entry_point="f",
+        reference_solution="def f(x):\n    return x\n",
+        setup_code="import math",
+        visible_tests=["assert f(1) == 1"],
+        hidden_tests=["assert f(2) == 2"],
+    )
     (out,), (row,) = augment_tasks([t], executor, AugmentConfig(), runs=2)
     assert row["skipped"] == "setup_code" and out.all_tests() == t.all_tests()
 
@@ -136,3 +157,62 @@ def test_split_then_augment_keeps_the_task_s_own_split(executor):
     (out,), _ = augment_tasks([t], executor, AugmentConfig(), runs=2)
     assert out.visible_tests[: len(t.visible_tests)] == t.visible_tests
     assert out.hidden_tests[: len(t.hidden_tests)] == t.hidden_tests
+
+
+def test_a_model_test_joins_the_hidden_tests_only_if_the_reference_passes_and_a_mutant_fails(
+    executor,
+):
+    offered = {
+        SQ.task_id: [
+            "assert sq([2, 4]) == 36",  # right, and total + total gives 12: a mutant fails it
+            "assert sq([2]) == 5",  # wrong: the reference fails it
+            "assert 1 + 1 == 2",  # the reference passes, so does every mutant: it pins nothing
+        ]
+    }
+    (out,), (row,) = augment_tasks(
+        [SQ], executor, AugmentConfig(max_tests=0, min_tests=0), runs=2, model_tests=offered
+    )
+    assert out.hidden_tests == [*SQ.hidden_tests, "assert sq([2, 4]) == 36"]
+    assert out.visible_tests == SQ.visible_tests
+    assert (row["model_tests_offered"], row["model_tests_kept"]) == (3, 1)
+
+
+def test_bad_rows_of_a_model_tests_file_are_quarantined_naming_row_and_field(tmp_path):
+    from codeloop.data.augment import load_model_tests
+
+    path = tmp_path / "model_tests.jsonl"
+    path.write_text(
+        '{"task_id": "t/sq", "tests": ["assert sq([2]) == 4"]}\n'
+        '{"task_id": "t/sq", "tests": "assert"}\n{broken\n'
+    )
+    tests, bad = load_model_tests(str(path))
+    assert tests == {"t/sq": ["assert sq([2]) == 4"]}
+    assert [(q["row"], q["field"]) for q in bad] == [(2, "tests"), (3, "")]
+    assert all(q["file"] == str(path) for q in bad)
+
+
+def test_model_tests_collects_the_distinct_asserts_of_tdd_episodes_only(tmp_path):
+    from codeloop.cli import main
+    from codeloop.commands.model_tests import collect
+    from codeloop.io import write_trajectories
+    from tests._rewards_fixtures import traj
+
+    tdd = [traj("def sq(xs):\n    return 0\n", tid=f"t{i}", task=SQ) for i in range(3)]
+    for t, tests in zip(
+        tdd,
+        [
+            "assert sq([2]) == 4\nx = 1",
+            "assert sq([2]) == 4\nassert sq([]) == 0",
+            "assert sq([3]) == 0",
+        ],
+        strict=True,
+    ):
+        t.model_tests, t.metadata.episode_mode = tests, "tdd"
+    tdd[2].metadata.episode_mode = ""  # a self_debug row's text is not a test
+    assert collect(tdd) == [
+        {"task_id": SQ.task_id, "tests": ["assert sq([2]) == 4", "assert sq([]) == 0"]}
+    ]
+    write_trajectories(tmp_path / "trajs", tdd)
+    out = tmp_path / "model_tests.jsonl"
+    assert main(["model-tests", "--trajectories", str(tmp_path / "trajs"), "--out", str(out)]) == 0
+    assert out.read_text().count("\n") == 1

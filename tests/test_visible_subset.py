@@ -15,7 +15,10 @@ from codeloop.schema import Task
 from tests._rewards_fixtures import traj
 
 TASK = Task(
-    task_id="t/inc", source="synthetic", prompt="Add one.", entry_point="inc",
+    task_id="t/inc",
+    source="synthetic",
+    prompt="Add one.",
+    entry_point="inc",
     reference_solution="def inc(x):\n    return x + 1\n",
     visible_tests=[f"assert inc({i}) == {i + 1}" for i in range(8)],
     hidden_tests=["assert inc(100) == 101"],
@@ -32,8 +35,7 @@ def test_a_share_keeps_that_many_visible_tests_in_their_order():
 def test_the_subset_is_the_same_for_a_group_and_changes_with_the_iteration():
     a = visible_subset(TASK, 0.5, iteration=3, seed=1).visible_tests
     assert a == visible_subset(TASK, 0.5, iteration=3, seed=1).visible_tests
-    others = {tuple(visible_subset(TASK, 0.5, iteration=i, seed=1).visible_tests)
-              for i in range(6)}
+    others = {tuple(visible_subset(TASK, 0.5, iteration=i, seed=1).visible_tests) for i in range(6)}
     assert len(others) > 1
 
 
@@ -53,8 +55,9 @@ def executor():
 def test_the_reward_counts_only_the_tests_the_episode_was_shown(executor):
     shown = visible_subset(TASK, 0.25, iteration=2, seed=7).visible_tests
     # right on the shown inputs only: full marks under the subset, not on all visible tests
-    cases = "".join(f"    if x == {t.split('(')[1].split(')')[0]}:\n        return x + 1\n"
-                    for t in shown)
+    cases = "".join(
+        f"    if x == {t.split('(')[1].split(')')[0]}:\n        return x + 1\n" for t in shown
+    )
     code = f"def inc(x):\n{cases}    return 0\n"
     t = traj(code, task=TASK)
     t.iteration, t.metadata.seed = 2, 7
@@ -86,8 +89,11 @@ def test_replay_against_tasks_with_other_tests_is_an_error_naming_both_versions(
     from codeloop.rewards.kinds import ScoreContext, replay_all
 
     old = replace(TASK, metadata={"tests_version": "aaaa"})
-    new = replace(TASK, metadata={"tests_version": "bbbb"},
-                  hidden_tests=[*TASK.hidden_tests, "assert inc(-1) == 0"])
+    new = replace(
+        TASK,
+        metadata={"tests_version": "bbbb"},
+        hidden_tests=[*TASK.hidden_tests, "assert inc(-1) == 0"],
+    )
     stored = _scored(executor, old, "def inc(x):\n    return x + 1\n")
     report = replay_all([stored], {TASK.task_id: new}, ScoreContext(RewardConfig(), executor))
     [row] = report.errors

@@ -184,6 +184,12 @@ class AugmentConfig(Section):
         description="Drop (reason weak_tests) a task whose mutation score after augmentation "
         "is below this; 0 keeps every task.",
     )
+    model_tests: str = Field(
+        "",
+        description="JSONL of model-written tests, one row {task_id, tests: [assert, ...]} "
+        "(a judge model's, or tdd episodes'); each joins the task's hidden tests only if the "
+        "reference passes it and a mutant of the reference fails it. Bad rows are quarantined.",
+    )
     coverage: bool = Field(
         True,
         description="Measure statement and branch coverage of each reference by its visible "

@@ -68,6 +68,8 @@ class _Work:
     calls: list[str] = field(default_factory=list)  # candidate call sources
     values: list[list[Any]] = field(default_factory=list)  # per candidate, per run
     tests: list[str] = field(default_factory=list)  # accepted candidate tests
+    offered: list[str] = field(default_factory=list)  # model-written tests to vet
+    model: list[str] = field(default_factory=list)  # of those, the ones the reference passes
     mutants: list[str] = field(default_factory=list)
     skipped: str = ""
 
@@ -186,12 +188,24 @@ def _as_test(call: str, values: list[Any], runs: int) -> str | None:
     return test if ok else None
 
 
+def _reference_passes(works: list[_Work], executor, runs: int) -> None:
+    """Keep the offered model tests the reference passes on every one of ``runs`` runs."""
+    asks = [w for w in works if w.offered]
+    jobs = [ExecJob(code=w.task.reference_solution, tests=list(w.offered),
+                    entry_point=w.task.entry_point) for w in asks for _ in range(runs)]
+    results = executor.run_many(jobs) if jobs else []
+    for k, w in enumerate(asks):
+        rs = results[k * runs : (k + 1) * runs]
+        w.model = [s for i, s in enumerate(w.offered)
+                   if all(i < len(r.test_results) and r.test_results[i].passed for r in rs)]
+
+
 def _kills(works: list[_Work], executor) -> dict[int, list[list[bool]]]:
     """Per work: for each mutant, for each test (own tests, then candidates) whether it
     killed the mutant; tests after the one a dying mutant stopped at are not credited."""
     jobs = []
     for w in works:
-        tests = [*w.task.all_tests(), *w.tests]
+        tests = [*w.task.all_tests(), *w.tests, *w.model]
         jobs += [(w, ExecJob(code=m, tests=tests, entry_point=w.task.entry_point))
                  for m in w.mutants]
     results = executor.run_many([j for _, j in jobs]) if jobs else []
@@ -230,8 +244,10 @@ def _cover(w: _Work, matrix: list[list[bool]], cfg) -> tuple[list[str], dict[str
             break
         if j not in chosen:
             chosen.append(j)
+    n_cand = len(w.tests)
     killed_after = {m for m, row in enumerate(matrix)
-                    if any(row[:n_own]) or any(row[n_own + j] for j in chosen)}
+                    if any(row[:n_own]) or any(row[n_own + j] for j in chosen)
+                    or any(row[n_own + n_cand:])}
     n = len(matrix)
     figures = {
         "mutants": n,
@@ -241,22 +257,34 @@ def _cover(w: _Work, matrix: list[list[bool]], cfg) -> tuple[list[str], dict[str
         "candidates": len(w.calls),
         "accepted": len(w.tests),
     }
-    return [w.tests[j] for j in chosen], figures
+    n_cand = len(w.tests)
+    trusted = [s for j, s in enumerate(w.model)
+               if any(row[n_own + n_cand + j] for row in matrix)]
+    figures["model_tests_offered"] = len(w.offered)
+    figures["model_tests_kept"] = len(trusted)
+    return [w.tests[j] for j in chosen], trusted, figures
 
 
-def _placed(t: Task, kept: list[str], share: float) -> Task:
+def _placed(t: Task, kept: list[str], share: float, trusted: list[str]) -> Task:
+    """Kept tests split by ``share``; vetted model tests are hidden only."""
     k = round(share * len(kept))
     ranked = sorted(kept, key=lambda s: _rank("visible", t.task_id, s))
     visible = set(ranked[:k])
     vis = [s for s in kept if s in visible]
     hid = [s for s in kept if s not in visible]
+    hid += [s for s in trusted if s not in hid and s not in t.all_tests()]
     meta = {**t.metadata, "augmented_visible": len(vis), "augmented_hidden": len(hid)}
     return replace(t, visible_tests=[*t.visible_tests, *vis],
                    hidden_tests=[*t.hidden_tests, *hid], metadata=meta)
 
 
-def augment_tasks(tasks: list[Task], executor, cfg, runs: int) -> tuple[list[Task], list[dict]]:
+def augment_tasks(tasks: list[Task], executor, cfg, runs: int,
+                  model_tests: dict[str, list[str]] | None = None) -> tuple[list[Task], list[dict]]:
     """Augmented copies of ``tasks`` (input order) and one report row per task.
+
+    ``model_tests``: tests a model wrote, by task id (a judge model's, or a tdd episode's);
+    never trusted as they are: one joins the hidden tests only if the reference passes it
+    on every run and it fails at least one mutant of the reference.
 
     ``runs``: sandbox runs of the reference per candidate (at least 2, so a value that
     changes between runs is seen). Each task's metadata gains ``tests_version`` and, for
@@ -270,9 +298,11 @@ def augment_tasks(tasks: list[Task], executor, cfg, runs: int) -> tuple[list[Tas
         w.skipped = "disabled" if not cfg.enabled else _skip_reason(w.task)
         if not w.skipped:
             w.calls = _candidates(w.task, cfg)
-            w.skipped = "" if w.calls else "no_literal_calls"
+            w.offered = list((model_tests or {}).get(w.task.task_id, []))
+            w.skipped = "" if w.calls or w.offered else "no_literal_calls"
     live = [w for w in works if not w.skipped]
     _probe(live, executor, runs)
+    _reference_passes(live, executor, runs)
     for w in live:
         w.tests = [t for c, vs in zip(w.calls, w.values, strict=True)
                    if (t := _as_test(c, vs, runs)) is not None]
@@ -284,8 +314,8 @@ def augment_tasks(tasks: list[Task], executor, cfg, runs: int) -> tuple[list[Tas
         row: dict[str, Any] = {"task_id": t.task_id, "source": t.source,
                                "tests_before": len(t.all_tests()), "skipped": w.skipped}
         if not w.skipped:
-            kept, figures = _cover(w, matrices[id(w)], cfg)
-            t = _placed(t, kept, cfg.visible_share)
+            kept, trusted, figures = _cover(w, matrices[id(w)], cfg)
+            t = _placed(t, kept, cfg.visible_share, trusted)
             row.update(figures)
             row["weak"] = (figures["mutation_score_after"] is not None
                            and figures["mutation_score_after"] < cfg.weak_mutation_score)
@@ -326,3 +356,37 @@ def quality_summary(rows: list[dict]) -> dict[str, dict[str, Any]]:
         row.update({f"mean_{k}": _mean([r.get(k) for r in rs]) for k in QUALITY_FIGURES})
         out[src] = row
     return out
+
+
+def load_model_tests(path: str) -> tuple[dict[str, list[str]], list[dict]]:
+    """Model-written tests by task id from a JSONL file, and quarantine rows (file, row,
+    field, reason) for the lines that are not ``{"task_id": str, "tests": [str, ...]}``."""
+    tests: dict[str, list[str]] = {}
+    bad: list[dict] = []
+    if not path:
+        return tests, bad
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            bad.append({"file": path, "row": n, "field": "", "reason": f"bad JSON: {exc}"})
+            continue
+        problem = _model_row_problem(row)
+        if problem:
+            bad.append({"file": path, "row": n, "field": problem[0], "reason": problem[1]})
+            continue
+        tests.setdefault(row["task_id"], []).extend(row["tests"])
+    return tests, bad
+
+
+def _model_row_problem(row: Any) -> tuple[str, str] | None:
+    if not isinstance(row, dict):
+        return "", "a row must be a JSON object"
+    if not isinstance(row.get("task_id"), str) or not row["task_id"]:
+        return "task_id", "missing or not a non-empty string"
+    tests = row.get("tests")
+    if not isinstance(tests, list) or not all(isinstance(x, str) for x in tests):
+        return "tests", "missing or not a list of strings"
+    return None

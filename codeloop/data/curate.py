@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from codeloop import io
-from codeloop.data.augment import NO_AUGMENT, augment_tasks, quality_summary, tests_version
+from codeloop.data.augment import (
+    NO_AUGMENT,
+    augment_tasks,
+    load_model_tests,
+    quality_summary,
+    tests_version,
+)
 from codeloop.data.dedupe import exact_dedupe, near_dedupe
 from codeloop.data.holdout import heldout_split, split_tests
 from codeloop.data.leak import find_leaks
@@ -270,6 +276,7 @@ def _clean_tasks(params, executor, repos_dir, verifier) -> dict[str, Any]:
     train = [t for t in quality["train"] if t.task_id not in weak] + repo["kept"]
     heldout = [t for t in quality["heldout"] if t.task_id not in weak]
     frozen.update(quality["frozen"])
+    quarantine += quality["quarantine"]
     if heldout:
         frozen["heldout"] = heldout
     train_q = sum(1 for q in quarantine if q["role"] == "train")
@@ -324,7 +331,9 @@ def augment_all(train: list[Task], heldout: list[Task], frozen: dict[str, list[T
                if t.kind == "function" else t for t in ts] for g, ts in groups.items()}
     todo = [(g, i) for g, ts in out.items() for i, t in enumerate(ts) if t.kind == "function"
             and (acfg.frozen or not g.startswith("frozen:"))]
-    done, rows = augment_tasks([out[g][i] for g, i in todo], executor, acfg, cfg.verify_runs)
+    offered, bad = load_model_tests(acfg.model_tests)
+    done, rows = augment_tasks([out[g][i] for g, i in todo], executor, acfg, cfg.verify_runs,
+                               model_tests=offered)
     for (g, i), t, q in zip(todo, done, rows, strict=True):
         out[g][i] = t
         score = q.get("mutation_score_after")
@@ -336,6 +345,7 @@ def augment_all(train: list[Task], heldout: list[Task], frozen: dict[str, list[T
         "frozen": {g.split(":", 1)[1]: ts for g, ts in out.items()},
         "rows": rows,
         "tests_version": version,
+        "quarantine": [{**q, "role": "model_tests"} for q in bad],
     }
 
 
