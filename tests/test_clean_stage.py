@@ -142,3 +142,10 @@ def test_the_ui_table_has_a_row_per_source_with_before_and_after_figures(cleaned
     assert set(rows) == {"mbpp", "all"}
     assert rows["mbpp"]["tests_after"] > rows["mbpp"]["tests_before"]
     assert rows["mbpp"]["mutation_score_after"] >= rows["mbpp"]["mutation_score_before"]
+
+
+def test_the_report_gives_coverage_of_the_references_by_own_visible_and_all_tests(cleaned):
+    tmp, _, r = cleaned
+    mbpp = r["test_quality"]["mbpp"]
+    assert 0 < mbpp["mean_statements_visible"] <= mbpp["mean_statements_all"] <= 1
+    assert mbpp["mean_branches_own"] <= mbpp["mean_branches_all"]

@@ -333,7 +333,8 @@ def _mean(xs: list) -> float | None:
 
 QUALITY_FIGURES = ("tests_before", "tests_after", "mutation_score_before",
                    "mutation_score_after", "visible_mutation_score_before",
-                   "statements_visible", "statements_all", "branches_visible", "branches_all")
+                   "statements_own", "statements_visible", "statements_all",
+                   "branches_own", "branches_visible", "branches_all")
 
 
 def quality_summary(rows: list[dict]) -> dict[str, dict[str, Any]]:

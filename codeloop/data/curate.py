@@ -25,6 +25,7 @@ from codeloop.data.augment import (
     quality_summary,
     tests_version,
 )
+from codeloop.data.coverage import reference_coverage
 from codeloop.data.dedupe import exact_dedupe, near_dedupe
 from codeloop.data.holdout import heldout_split, split_tests
 from codeloop.data.leak import find_leaks
@@ -317,6 +318,21 @@ def _clean_tasks(params, executor, repos_dir, verifier) -> dict[str, Any]:
     }
 
 
+def add_coverage(before: list[Task], after: list[Task], rows: list[dict], executor) -> None:
+    """Statement and branch coverage of each reference, into its report row: by the
+    task's own tests, by its visible tests and by all tests after augmentation (None
+    where the sandbox cannot measure it)."""
+    views = {"own": lambda b, a: b.all_tests(), "visible": lambda b, a: a.visible_tests,
+             "all": lambda b, a: a.all_tests()}
+    pairs = [(a, pick(b, a)) for b, a in zip(before, after, strict=True) for pick in views.values()]
+    found = reference_coverage(executor, pairs)
+    for k, row in enumerate(rows):
+        for j, name in enumerate(views):
+            cov = found[k * len(views) + j]
+            row[f"statements_{name}"] = None if cov is None else round(cov.statements, 4)
+            row[f"branches_{name}"] = None if cov is None else round(cov.branches, 4)
+
+
 def augment_all(train: list[Task], heldout: list[Task], frozen: dict[str, list[Task]],
                 executor, cfg) -> dict[str, Any]:
     """Augment the function tasks of train, held-out and (with ``augment.frozen``) the
@@ -334,6 +350,8 @@ def augment_all(train: list[Task], heldout: list[Task], frozen: dict[str, list[T
     offered, bad = load_model_tests(acfg.model_tests)
     done, rows = augment_tasks([out[g][i] for g, i in todo], executor, acfg, cfg.verify_runs,
                                model_tests=offered)
+    if acfg.coverage:
+        add_coverage([out[g][i] for g, i in todo], done, rows, executor)
     for (g, i), t, q in zip(todo, done, rows, strict=True):
         out[g][i] = t
         score = q.get("mutation_score_after")
