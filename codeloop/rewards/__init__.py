@@ -34,11 +34,15 @@ __all__ = [
     "get_composition",
     "score_trajectories",
     "HIDDEN_KEY",
+    "HIDDEN_OWN_KEY",
 ]
 
 log = logging.getLogger(__name__)
 
 HIDDEN_KEY = "diag_hidden_pass_rate"  # diagnostic: never part of any reward
+# the same on the task's own hidden tests only (tasks whose hidden tests were augmented):
+# with HIDDEN_KEY it tells how many wrong programs the augmented tests alone caught
+HIDDEN_OWN_KEY = "diag_hidden_own_pass_rate"
 
 
 def _job(task: Task, code: str, tests: list[str]) -> ExecJob:
@@ -184,7 +188,21 @@ def score_trajectories(
             if hidden and task.hidden_tests:
                 # h is None for empty code: nothing ran, nothing passed.
                 t.reward_components[HIDDEN_KEY] = round(h.pass_rate, 6) if h else 0.0
+                own = own_hidden_rate(task, h)
+                if own is not None:
+                    t.reward_components[HIDDEN_OWN_KEY] = own
     return out
+
+
+def own_hidden_rate(task: Task, h: ExecResult | None) -> float | None:
+    """Pass rate on the hidden tests the task came with (its augmented ones, appended
+    last, left out); None when none were added or none of its own are hidden."""
+    n_own = len(task.hidden_tests) - int(task.metadata.get("augmented_hidden", 0))
+    if n_own == len(task.hidden_tests) or n_own <= 0:
+        return None
+    if h is None:
+        return 0.0
+    return round(sum(r.passed for r in h.test_results[:n_own]) / n_own, 6)
 
 
 def shown_task(task: Task | None, t: Trajectory) -> Task | None:

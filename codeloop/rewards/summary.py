@@ -11,7 +11,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from codeloop.rewards import HIDDEN_KEY
+from codeloop.rewards import HIDDEN_KEY, HIDDEN_OWN_KEY
 from codeloop.schema import Trajectory
 
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
@@ -47,6 +47,20 @@ def zero_std_group_fraction(trajs: list[Trajectory]) -> float:
     return ties / len(groups)
 
 
+def false_pass_rates(rows: list[Trajectory]) -> dict[str, float | int]:
+    """Among rows that pass every visible test and have hidden tests: the share that fail
+    a hidden test (``false_pass_rate``) and the share that fail one of the task's own
+    hidden tests, the augmented ones left out (``false_pass_rate_own``)."""
+    paid = [t.reward_components for t in rows
+            if t.reward_components.get("pass_rate") == 1.0 and HIDDEN_KEY in t.reward_components]
+    if not paid:
+        return {"false_pass_n": 0, "false_pass_rate": 0.0, "false_pass_rate_own": 0.0}
+    fails = sum(c[HIDDEN_KEY] < 1.0 for c in paid)
+    fails_own = sum(c.get(HIDDEN_OWN_KEY, c[HIDDEN_KEY]) < 1.0 for c in paid)
+    return {"false_pass_n": len(paid), "false_pass_rate": round(fails / len(paid), 6),
+            "false_pass_rate_own": round(fails_own / len(paid), 6)}
+
+
 def summarize(trajs: list[Trajectory], version: str) -> dict:
     """The metrics/score.json body for one scored batch."""
     ok = [t for t in trajs if not t.infra_error]
@@ -73,6 +87,7 @@ def summarize(trajs: list[Trajectory], version: str) -> dict:
         "visible_pass_rate": round(visible_rate, 6),
         "hidden_pass_rate": round(hidden_rate, 6),
         "visible_hidden_gap": round(gap, 6),
+        **false_pass_rates(ok),
         "zero_std_group_fraction": round(zero_std_group_fraction(ok), 6),
         "components": {k: distribution(v) for k, v in sorted(comps.items())},
     }
