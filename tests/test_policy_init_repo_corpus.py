@@ -22,11 +22,15 @@ def stored(tmp_path_factory):
     return tasks, trees, repos
 
 
-def test_repo_corpus_holds_each_snapshot_file_once(stored):
+def test_repo_corpus_holds_each_snapshot_file_once_but_the_hidden_tests(stored):
+    from codeloop.agent.workspace import hidden_files
+
     tasks, trees, repos = stored
-    docs = repo_corpus(tasks, repos)
-    n_files = sum(len(files) for files in trees.values())
-    assert sum(1 for d in docs if not d.startswith("<|tool|>")) == n_files
+    docs = [d for d in repo_corpus(tasks, repos) if not d.startswith("<|tool|>")]
+    hidden = {f for t in tasks for f in hidden_files(t)}
+    n_files = sum(len(set(files) - hidden) for files in trees.values())
+    assert hidden and len(docs) == n_files
+    assert not any(d.split("\n", 1)[0] in hidden for d in docs)
 
 
 def test_repo_corpus_holds_the_expert_calls_in_the_compact_grammar(stored):

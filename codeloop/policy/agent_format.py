@@ -393,20 +393,28 @@ def agent_format_for(tokenizer):
 
 def repo_corpus(tasks: list[Task], repos_dir) -> list[str]:
     """Texts an embedded tokenizer should see for repository tasks: every file of each
-    distinct snapshot once, and each task's expert calls in the compact grammar (so
-    paths, code and the call syntax get merges, not bytes)."""
+    distinct snapshot once but the hidden test files of any of its tasks (what the model
+    never sees, its tokenizer is not fitted to either), and each task's expert calls in
+    the compact grammar (so paths, code and the call syntax get merges, not bytes)."""
     from pathlib import Path
 
+    from codeloop.agent.workspace import hidden_files
     from codeloop.data.repos.expert import expert_calls
     from codeloop.data.repos.store import snapshot_path
 
+    repo_tasks = by_kind(tasks)["repo"]
+    hidden: dict[str, set[str]] = {}
+    for t in repo_tasks:
+        hidden.setdefault(t.snapshot, set()).update(hidden_files(t))
     docs: list[str] = []
     seen: set[str] = set()
-    for t in by_kind(tasks)["repo"]:
+    for t in repo_tasks:
         if t.snapshot not in seen:
             seen.add(t.snapshot)
             root = snapshot_path(repos_dir, t.snapshot)
             for f in sorted(Path(root).rglob("*")):
+                if str(f.relative_to(root)) in hidden[t.snapshot]:
+                    continue
                 if f.is_file() and f.suffix in (".py", ".md", ".txt", ".cfg", ".toml"):
                     docs.append(f"{f.relative_to(root)}\n{f.read_text(errors='replace')}")
         calls = expert_calls(t, repos_dir)

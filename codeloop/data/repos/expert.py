@@ -33,9 +33,9 @@ import random
 import re
 from pathlib import Path
 
+from codeloop.agent.model_tests import MODEL_TEST_PATH
 from codeloop.data.repos.diffs import apply_file_diff, hunks, split_files
 from codeloop.data.repos.store import snapshot_path
-from codeloop.agent.model_tests import MODEL_TEST_PATH
 from codeloop.schema import Task
 
 # Names a slip puts in place of one in the edit: the synthetic vocabulary (synth.VERBS x

@@ -4,9 +4,11 @@ A repository is a package of 2-6 modules of a few short functions. Functions for
 chains (a leaf, then callers up to ``max_depth``) that cross modules (a caller may import
 from a lower module, never a higher one, so imports never cycle); the top of each chain
 is tested in ``tests/test_<module>.py`` (visible) and ``tests/test_hidden.py`` (hidden:
-the file is absent from the agent's workspace). A task plants one AST mutation
-(codeloop.data.repos.mutate) in a function of a chain at ``distance`` calls below the
-tested top: the difficulty knob is files, call depth and that distance.
+the file is absent from the agent's workspace), and every function, leaves included, in
+``tests/test_differential.py`` (hidden too; codeloop.data.repos.differential). A task
+plants one AST mutation (codeloop.data.repos.mutate) in a function of a chain at
+``distance`` calls below the tested top: the difficulty knob is files, call depth and that
+distance.
 
 Sized for the embedded tiny model (1024 positions): modules of ~5-15 short lines, so a
 whole expert episode (statement, a test run, one read, one edit, the re-run, submit)
@@ -21,12 +23,20 @@ import hashlib
 import random
 from dataclasses import dataclass, field
 
+from codeloop.data.repos.differential import (
+    DIFF_FILE,
+    cap_ranges,
+    case_name,
+    reference_cases,
+    tests_source,
+)
 from codeloop.data.repos.diffs import file_diff
 from codeloop.data.repos.mutate import OPERATORS, Mutation, apply_mutation, find_mutations
 from codeloop.data.repos.store import files_hash
 from codeloop.schema import Task
 
-GENERATOR_VERSION = "synth-repo-v2"  # v2: the statement names the file; one-word packages
+# v2: the statement names the file; one-word packages. v3: differential hidden tests
+GENERATOR_VERSION = "synth-repo-v3"
 LICENSE = "Apache-2.0"
 HIDDEN_FILE = "tests/test_hidden.py"
 
@@ -97,6 +107,8 @@ class Repo:
     chains: list[list[Fn]]  # leaf first, tested top last
     tests: list[tuple[str, str, tuple, object]] = field(default_factory=list)
     # (node id, function, args, expected)
+    diff_tests: list[tuple[str, str, tuple, object]] = field(default_factory=list)
+    # the same, of tests/test_differential.py
     files: dict[str, str] = field(default_factory=dict)
 
     def module_path(self, i: int) -> str:
@@ -206,6 +218,25 @@ def _tests(repo: Repo, rng: random.Random, ns: dict) -> None:
         repo.files[path] = "\n".join(head) + "\n\n\n" + "\n\n".join(bodies)
 
 
+def _differential(repo: Repo, seed: str) -> None:
+    """Each function's differential tests (repo.diff_tests and their file), expected
+    values from the pristine tree; inputs drawn from a generator of their own, so the
+    rest of the repository is v2's."""
+    rng = random.Random(f"{seed}:differential")
+    ns = cap_ranges(_namespace(repo, repo.files))
+    cases = []
+    for fn in repo.fns:
+        seen = [_args(fn.tpl.sig, rng) for _ in range(2)]
+        found = reference_cases(ns, fn.name, seen, rng)
+        if not found:  # the templates are total on _args' draws, so this is our bug
+            raise AssertionError(f"generated {fn.name} has no input it does not raise on")
+        for k, (args, value) in enumerate(found):
+            test = case_name(fn.name, k)
+            cases.append((test, repo.modules[fn.module], fn.name, args, value))
+            repo.diff_tests.append((f"{DIFF_FILE}::{test}", fn.name, args, value))
+    repo.files[DIFF_FILE] = tests_source(repo.package, cases)
+
+
 def generate_repo(repo_seed: str, n_modules: int, max_depth: int) -> Repo:
     """One pristine repository from a seed string (deterministic)."""
     rng = random.Random(repo_seed)
@@ -220,6 +251,7 @@ def generate_repo(repo_seed: str, n_modules: int, max_depth: int) -> Repo:
         repo.files[repo.module_path(i)] = _module_source(repo, i)
     repo.files[f"{package}/__init__.py"] = ""
     _tests(repo, rng, _namespace(repo, repo.files))
+    _differential(repo, repo_seed)
     tops = ", ".join(f"`{c[-1].name}`" for c in chains)
     repo.files["README.md"] = (
         f"# {package}\n\nSmall helpers in {len(modules)} modules ({', '.join(modules)}); "
@@ -238,11 +270,25 @@ class Planted:
     mutation: Mutation
     buggy: str  # the mutated module's source
     failing: list[tuple[str, str, tuple, object, object]]  # (node, fn, args, expected, got)
+    diff_failing: list[str] = field(default_factory=list)  # differential node ids
+
+
+def _failing_differential(repo: Repo, sources: dict[str, str]) -> list[str]:
+    """Differential tests the tree of ``sources`` fails, run as pytest will run them:
+    with the real range(), whose bounds the inputs keep small (differential.capped_range)."""
+    ns = _namespace(repo, sources)
+    out = []
+    for node, name, args, expected in repo.diff_tests:
+        raised, got = call(ns, name, args)
+        if raised or got != expected:
+            out.append(node)
+    return out
 
 
 def plant_bugs(repo: Repo, max_distance: int, operators=None) -> list[Planted]:
     """Every mutation within ``max_distance`` calls of a tested top that a visible test
-    catches, of the given mutation ``operators`` (default: all of mutate.OPERATORS)."""
+    catches, of the given mutation ``operators`` (default: all of mutate.OPERATORS), with
+    the chain tests and the differential tests it fails."""
     out = []
     seen_code: set[str] = set()
     for chain in repo.chains:
@@ -267,7 +313,8 @@ def plant_bugs(repo: Repo, max_distance: int, operators=None) -> list[Planted]:
                             (node, name, args, expected, ("raises", got) if raised else got)
                         )
                 if any(not f[0].startswith(HIDDEN_FILE) for f in failing):
-                    out.append(Planted(chain, fn, distance, m, buggy, failing))
+                    diff = _failing_differential(repo, {**repo.files, path: buggy})
+                    out.append(Planted(chain, fn, distance, m, buggy, failing, diff))
     return out
 
 
@@ -292,9 +339,15 @@ def problem_statement(repo: Repo, p: Planted) -> str:
 def _task(repo: Repo, sha: str, p: Planted, task_id: str, provenance: dict) -> Task:
     path = repo.module_path(p.fn.module)
     pristine = repo.files[path]
-    failing = [f[0] for f in p.failing]
+    failing = {f[0] for f in p.failing} | set(p.diff_failing)
     visible = sorted(t[0] for t in repo.tests if not t[0].startswith(HIDDEN_FILE))
-    hidden = sorted(t[0] for t in repo.tests if t[0].startswith(HIDDEN_FILE))
+    # the differential tests of the buggy function and of its callers up the chain: the
+    # only ones it can fail (every other function's never call it)
+    above = {f.name for f in p.chain[p.chain.index(p.fn) :]}
+    hidden = sorted(
+        [t[0] for t in repo.tests if t[0].startswith(HIDDEN_FILE)]
+        + [t[0] for t in repo.diff_tests if t[1] in above]
+    )
     cross = p.fn.module != p.chain[-1].module
     return Task(
         task_id=task_id,
