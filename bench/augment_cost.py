@@ -3,7 +3,8 @@
     .venv/bin/python bench/augment_cost.py [--params params.yaml] [--out metrics/augment_cost.json]
 
 Runs the clean stage's steps (``clean_tasks``) on the params' function-task sources
-twice on one sandbox executor, with ``clean.augment.enabled`` off (the baseline) and on,
+twice on one sandbox executor, with ``clean.augment.enabled`` and ``coverage`` off (the
+baseline: the stage as it was) and on,
 and prints the wall seconds of each, their ratio, and the test-quality summary by source
 (tests per task and mutation score before/after). Repository tasks are switched off in
 both runs: augmentation touches function tasks only.
@@ -40,7 +41,7 @@ def main() -> None:
     executor = make_executor(base.sandbox)
     try:
         for name, on in (("baseline", False), ("augmented", True)):
-            aug = clean.augment.model_copy(update={"enabled": on})
+            aug = clean.augment.model_copy(update={"enabled": on, "coverage": on})
             params = base.model_copy(update={"clean": clean.model_copy(update={"augment": aug})})
             runs[name] = _timed(params, executor)
     finally:
