@@ -94,6 +94,12 @@ def publish_eval_artifacts(
         or [{"field": "report", "value": "data/clean/report.json missing"}],
         description="Clean stage: kept / dropped / quarantined",
     )
+    create_table_artifact(
+        key="test-quality",
+        table=quality_table(report)
+        or [{"source": "none", "note": "data/clean/report.json has no test_quality"}],
+        description=f"clean stage, tests_version {report.get('tests_version', '')}",
+    )
     comps = (score_metrics or {}).get("components") or (score_metrics or {}).get(
         "reward_components"
     )
