@@ -88,6 +88,7 @@ _META = pa.struct(
         ("episode_mode", pa.string()),
         ("tests_version", pa.string()),
         ("visible_subset", pa.float64()),
+        ("engine", pa.string()),
     ]
 )
 TRAJECTORY_SCHEMA = pa.schema(

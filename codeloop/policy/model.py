@@ -99,6 +99,8 @@ class Generation:
 class Policy:
     """A causal LM and its tokenizer, loaded from (and saved to) one directory."""
 
+    engine_kind = "hf"  # what samples it (codeloop.policy.engine: an engine's policies differ)
+
     def __init__(self, model, tokenizer, name: str = "", model_version: str = ""):
         self.model = model
         self.tokenizer = tokenizer

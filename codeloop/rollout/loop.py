@@ -11,6 +11,11 @@ too). A turn of the loop is the same for every kind of episode:
        retried item by item so only the faulty episode is marked infra_error)
     -> the env records each result and appends the next observation's ids (``observe``)
 
+With an inference engine (``policy.engine: vllm``) and ``rollout.async_turns`` the same
+steps run per episode instead of per turn (``run_async``): each episode's next turn is
+submitted as soon as its observation is back, so a short episode never waits for the
+slowest of its batch, and the engine batches whatever is in flight.
+
 Token layout of a trajectory (what the GRPO trainer trains on, exactly as sampled):
 
     token_ids       = prompt | gen_1 | obs_1 | gen_2 | obs_2 | ... | gen_k
@@ -19,7 +24,7 @@ Token layout of a trajectory (what the GRPO trainer trains on, exactly as sample
 
 The next turn is generated from exactly the concatenated ids, never from re-tokenised
 text, so the trainer's sequence is the sampler's. lp are log_softmax(logits /
-temperature) of the sampled tokens. Rewards are not computed here: ``reward``,
+temperature) of the sampled tokens (an engine's: codeloop.policy.engine). Rewards are not computed here: ``reward``,
 ``reward_components`` and ``metadata.reward_fn_version`` are left for the score stage.
 """
 
@@ -29,6 +34,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from codeloop.policy.engine import SamplingSpec, episode_seed, is_engine
 from codeloop.rollout.context import EpisodeContext
 from codeloop.sandbox.base import SandboxError
 from codeloop.sandbox.faults import isolate_faults
@@ -126,13 +132,27 @@ def group_key(task: Task, iteration: int, prompt: str, version: str) -> str:
     return f"{task.task_id}#{sha(prompt + version, 8)}@{iteration}"
 
 
-def sample_turn(policy: Policy, id_lists: list[list[int]], ctx: EpisodeContext, step: int,
-                max_new_tokens: int) -> list:
-    """One batched generation (one sample each) with the rollout's per-turn seed."""
+def turn_seed(ctx: EpisodeContext, step: int) -> int:
+    """The rollout's seed stream: one seed per (rollout seed, iteration, turn)."""
+    return ctx.rollout.seed * 1_000_003 + ctx.iteration * 7_919 + step
+
+
+def spec_of(ctx: EpisodeContext, max_new_tokens: int) -> SamplingSpec:
     cfg = ctx.rollout
-    seed = cfg.seed * 1_000_003 + ctx.iteration * 7_919 + step
+    return SamplingSpec(cfg.temperature, cfg.top_p, cfg.repetition_penalty, max_new_tokens)
+
+
+def sample_turn(policy: Policy, live: list[Episode], ctx: EpisodeContext, step: int,
+                max_new_tokens: int) -> list:
+    """One batched generation (one sample each) with the rollout's per-turn seed. hf seeds
+    a row by its prompt and rank in the batch; an engine by the episode itself."""
+    seed = turn_seed(ctx, step)
+    if is_engine(policy):
+        seeds = [episode_seed(seed, e.task.task_id, e.sample) for e in live]
+        return policy.sample_rows([e.ids for e in live], seeds, spec_of(ctx, max_new_tokens))
+    cfg = ctx.rollout
     gens = policy.generate(
-        id_lists,
+        [e.ids for e in live],
         n=1,
         temperature=cfg.temperature,
         top_p=cfg.top_p,
@@ -147,17 +167,22 @@ def sample_turn(policy: Policy, id_lists: list[list[int]], ctx: EpisodeContext, 
 def run_loop(
     env: Env, tasks: list[Task], policy: Policy, ctx: EpisodeContext
 ) -> list[Trajectory]:
-    """Episodes of ``env`` for ``tasks``: samples_per_task each, grouped by task in order."""
+    """Episodes of ``env`` for ``tasks``: samples_per_task each, grouped by task in order.
+    With an engine and ``rollout.async_turns`` each episode advances on its own
+    (``run_async``); otherwise every live episode takes its turn together."""
     episodes: list[Episode] = []
     try:
         for task in tasks:
             for j in range(ctx.rollout.samples_per_task):
                 episodes.append(env.reset(task, j))
-        for step in range(env.max_turns):
-            live = [e for e in episodes if not e.done]
-            if not live:
-                break
-            _turn(env, policy, ctx, live, step, last_turn=step == env.max_turns - 1)
+        if is_engine(policy) and ctx.rollout.async_turns:
+            run_async(env, episodes, policy, ctx)
+        else:
+            for step in range(env.max_turns):
+                live = [e for e in episodes if not e.done]
+                if not live:
+                    break
+                _turn(env, policy, ctx, live, step, last_turn=step == env.max_turns - 1)
     finally:
         for e in episodes:
             env.finish(e)
@@ -166,7 +191,7 @@ def run_loop(
 
 def _turn(env: Env, policy: Policy, ctx: EpisodeContext, live: list[Episode], step: int,
           last_turn: bool) -> None:
-    gens = sample_turn(policy, [e.ids for e in live], ctx, step, env.max_new_tokens)
+    gens = sample_turn(policy, live, ctx, step, env.max_new_tokens)
     pending: list[tuple[Episode, object]] = []
     for e, g in zip(live, gens, strict=True):
         e.add_generated(g.token_ids, g.logprobs)
@@ -180,6 +205,50 @@ def _turn(env: Env, policy: Policy, ctx: EpisodeContext, live: list[Episode], st
             e.fail(res)
         else:
             env.observe(e, res, last_turn)
+
+
+def run_async(env: Env, episodes: list[Episode], policy: Policy, ctx: EpisodeContext) -> None:
+    """Every episode on its own clock: its next turn goes to the engine as soon as its
+    observation is back, its sandbox work to a worker as soon as its turn is generated.
+    An episode's turn k is what lock-step makes it (the same seed, act and observe with
+    last_turn at k = max_turns - 1); only the order in which episodes advance differs."""
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    spec = spec_of(ctx, env.max_new_tokens)
+    turns = {id(e): 0 for e in episodes}
+    inflight: dict = {}  # future -> (episode, "gen" | "env")
+
+    def generate(e: Episode) -> None:
+        if e.done or turns[id(e)] >= env.max_turns:
+            return
+        seed = episode_seed(turn_seed(ctx, turns[id(e)]), e.task.task_id, e.sample)
+        inflight[policy.submit(e.ids, seed, spec)] = (e, "gen")
+
+    with ThreadPoolExecutor(min(64, max(1, len(episodes))), "episode-env") as pool:
+        for e in episodes:
+            generate(e)
+        while inflight:
+            finished, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+            for fut in finished:
+                e, what = inflight.pop(fut)
+                step = turns[id(e)]
+                if what == "gen":
+                    g = fut.result()  # an engine failure is ours: it raises
+                    e.add_generated(g.token_ids, g.logprobs)
+                    item = env.act(e, g, step)
+                    if item is not None:
+                        inflight[pool.submit(env.run_one, item)] = (e, "env")
+                        continue
+                else:
+                    exc = fut.exception()
+                    if isinstance(exc, SandboxError):
+                        e.fail(exc)
+                    elif exc is not None:
+                        raise exc
+                    else:
+                        env.observe(e, fut.result(), step == env.max_turns - 1)
+                turns[id(e)] += 1
+                generate(e)
 
 
 def build_trajectory(e: Episode, env: Env, policy: Policy, ctx: EpisodeContext) -> Trajectory:
@@ -197,6 +266,7 @@ def build_trajectory(e: Episode, env: Env, policy: Policy, ctx: EpisodeContext) 
         episode_mode="" if env.mode == "self_debug" else env.mode,
         tests_version=str(e.task.metadata.get("tests_version", "")),
         visible_subset=ctx.visible_subset,
+        engine=getattr(policy, "engine_kind", "hf"),
     )
     return Trajectory(
         trajectory_id=sha(f"{key}|{cfg.seed}|{e.sample}|{policy.model_version}", 24),

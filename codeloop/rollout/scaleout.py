@@ -12,7 +12,7 @@ Only plain data (and top-level functions) cross process boundaries (paths, pydan
 configs, the EpisodeContext, Task and Trajectory rows), so the same job runs in a thread,
 a Dask worker process or a Ray worker.
 
-Determinism: every engine gives the same rows in the same order. ``Policy.generate``
+Determinism: every runner gives the same rows in the same order. ``Policy.generate``
 samples each row from its own generator seeded from the rollout seed stream (seed,
 iteration, turn) and the row's own prompt and rank, never from torch's global RNG, so a
 row depends neither on where its chunk runs nor on which other rows share its batch
@@ -20,6 +20,12 @@ row depends neither on where its chunk runs nor on which other rows share its ba
 lands within rounding error of a token boundary). Chunks of one process therefore
 generate concurrently without a lock. Policy loading is serialised inside
 ``Policy.load`` (transformers' from_pretrained is not thread-safe).
+
+With ``policy.engine: vllm`` a chunk does not load the model: every chunk of a process
+samples through that process's one engine (``codeloop.policy.engine.shared_engine_policy``,
+continuous batching across chunks); a Dask or Ray worker process starts its own, on its
+own device, unless ``policy.engine_url`` names a server they all share. The engine's rows
+are its own (another sampler), the same for the same seeds on any runner.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from codeloop.config import RunnerConfig, SandboxConfig
+from codeloop.policy.engine import EngineSettings
+from codeloop.policy.engine_policy import shared_engine_policy
 from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.resume import ShardStore, code_hash, policy_version, shard_key
 from codeloop.rollout.runners import chunked, fan_out
@@ -42,6 +50,20 @@ class PolicySource:
     device: str = "auto"  # policy.device, resolved in the worker (codeloop.policy.device)
     quantize: str | None = None  # as train loads it (lora.training_quantize); None: recorded
     torch_threads: int = 0  # 0: as Policy.load sets it (CODELOOP_THREADS, default 1)
+    engine: EngineSettings | None = None  # policy.engine other than hf: who samples it
+
+    def open(self):
+        """The policy to sample from: loaded here (hf) or served by this process's engine."""
+        if self.engine is not None:
+            return shared_engine_policy(self.policy_dir, self.engine, self.quantize)
+        from codeloop.policy.model import Policy
+
+        policy = Policy.load(self.policy_dir, self.quantize, self.device)
+        if self.torch_threads:
+            import torch
+
+            torch.set_num_threads(self.torch_threads)
+        return policy
 
 
 @dataclass
@@ -71,7 +93,6 @@ def _roll(job: ChunkJob, tasks: list[Task], policy, executor) -> list[Trajectory
 def run_chunk(job: ChunkJob) -> list[Trajectory]:
     """Roll out (and score) one chunk of tasks; top-level so Dask/Ray pickle it by name."""
     from codeloop.agent.executor import open_executor
-    from codeloop.policy.model import Policy
 
     store = ShardStore(job.resume_dir) if job.resume_dir else None
     groups = job.groups if store else [job.tasks]
@@ -79,12 +100,7 @@ def run_chunk(job: ChunkJob) -> list[Trajectory]:
     done = [store.load(k) for k in keys] if store else [None]
     if all(d is not None for d in done):
         return [t for d in done for t in d]  # every group finished before: nothing to load
-    src = job.source
-    policy = Policy.load(src.policy_dir, src.quantize, src.device)
-    if src.torch_threads:
-        import torch
-
-        torch.set_num_threads(src.torch_threads)
+    policy = job.source.open()
     executor = open_executor(job.sandbox, job.ctx.agent, job.tasks, envs_dir=job.envs_root)
     out: list[Trajectory] = []
     try:
@@ -153,6 +169,7 @@ def _resume_inputs(src: PolicySource, ctx: EpisodeContext, sandbox: SandboxConfi
     return {
         "policy": policy_version(src.policy_dir),
         "quantize": src.quantize,
+        "engine": [src.engine.engine, src.engine.dtype] if src.engine else "hf",
         "rollout": ctx.rollout.model_dump(),
         "sandbox": sandbox.model_dump(),
         "dataset_version": ctx.dataset_version,

@@ -55,10 +55,10 @@ def evaluate_candidate(
     """
     from codeloop.agent.executor import needs_workspaces, open_executor
     from codeloop.evaluate.metrics import evaluate_sets
-    from codeloop.policy.model import Policy
+    from codeloop.policy.engine_policy import close_shared, open_policy
     from codeloop.rewards.critic import Critic
 
-    policy = Policy.load(paths.candidate_model, device=params.policy.device)
+    policy = open_policy(paths.candidate_model, params.policy, params.evaluate.temperature)
     has_critic = (paths.critic_model / "critic.json").exists()
     critic = Critic.load(str(paths.critic_model)) if has_critic else None
     training = read_tasks(paths.clean_tasks) if paths.clean_tasks.exists() else None
@@ -76,6 +76,7 @@ def evaluate_candidate(
         )
     finally:
         executor.close()
+        close_shared()
     for name, m in result["sets"].items():
         log.info(
             "%s: pass@1=%.4f success=%.4f over %d tasks",

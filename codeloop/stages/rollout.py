@@ -9,7 +9,9 @@ fields left for the score stage) and metrics/rollout.json. Never reads ``reward.
 ``rollout.resume`` a killed run resumes from the groups it finished (codeloop.rollout.resume).
 Repository tasks in the plan run as agent episodes (``agent.*``; codeloop.rollout.repo_env)
 on the snapshots under data/clean/repos/; the tool-call mix and one sampled episode go to
-the UI (step ``agent_summary``) and metrics/rollout.json ``agent``.
+the UI (step ``agent_summary``) and metrics/rollout.json ``agent``. With ``policy.engine:
+vllm`` an inference engine samples (codeloop.policy.engine); metrics/rollout.json
+``engine`` has its start and weight-sync seconds and tokens per second.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from codeloop.config import Params
 from codeloop.evaluate.agent_metrics import agent_summary
 from codeloop.io import read_json, read_tasks, write_json, write_trajectories
 from codeloop.paths import Paths
+from codeloop.policy.engine import EngineSettings
+from codeloop.policy.engine_policy import close_shared, engine_metrics
 from codeloop.policy.lora import training_quantize
 from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.resume import ShardStore
@@ -58,15 +62,21 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
     # Finished groups of a killed run are kept here (codeloop.rollout.resume).
     resume = paths.resume_dir("rollout") if params.rollout.resume else None
     checkpoint = paths.checkpoint(params.policy.checkpoint)
+    engine = None  # policy.engine other than hf: one engine serves every chunk of this process
+    if params.policy.engine != "hf":
+        engine = EngineSettings.of(params.policy, params.rollout.temperature, params.rollout.seed)
     # QLoRA: sample the quantized base the trainer scores with, from the first night on.
     source = PolicySource(str(checkpoint), params.policy.device,
-                          training_quantize(checkpoint, params.train.lora))
+                          training_quantize(checkpoint, params.train.lora), engine=engine)
     ctx = EpisodeContext.from_params(params, dataset_version, str(paths.repos_dir))
     t0 = time.perf_counter()
-    trajs = step(
-        fan_out_rollout, tasks, source, ctx, sandbox=params.sandbox, runner=params.runner,
-        resume_dir=str(resume) if resume else "", envs_root=envs,
-    )  # no score function: the score stage scores; rollout never reads reward.*
+    try:
+        trajs = step(
+            fan_out_rollout, tasks, source, ctx, sandbox=params.sandbox, runner=params.runner,
+            resume_dir=str(resume) if resume else "", envs_root=envs,
+        )  # no score function: the score stage scores; rollout never reads reward.*
+    finally:
+        engines = close_shared() if engine else []  # this process's engines: their figures
     seconds = time.perf_counter() - t0
     version = trajs[0].metadata.model_version if trajs else ""
     log.info(
@@ -83,6 +93,8 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
         "iteration": params.rollout.iteration,
     }
     metrics = {**rollout_metrics(trajs, seconds), **extra}
+    if engine:
+        metrics["engine"] = engine_metrics(params.policy.engine, engines, seconds)
     summary = step(agent_summary, trajs, params.rollout.iteration)  # the UI's agent view
     if summary:
         metrics["agent"] = {k: v for k, v in summary.items() if k != "episode_markdown"}

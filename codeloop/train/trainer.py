@@ -11,7 +11,8 @@ so the nightly iterations are one continuous optimisation, as in a single TRL ru
 
 Departures from TRL's GRPOTrainer, on purpose:
 - old log-probs are the sampler's (``Trajectory.sample_logprobs``), not a recomputation:
-  rollout happened in another stage, so the ratio measures the drift since sampling.
+  rollout happened in another stage, so the ratio measures the drift since sampling
+  (hf rows; an engine's rows are recomputed, see below).
 - dropout is off while training (``model.eval()``): the sampler ran without dropout and
   a stochastic forward would make the ratio noisy at step 0.
 - with ``skip_tied_groups`` (default) groups whose rewards all tie are dropped before the
@@ -20,7 +21,9 @@ Departures from TRL's GRPOTrainer, on purpose:
 With ``train.rft`` (before / instead) the policy is first fine-tuned on the passing
 episodes (codeloop.train.rft); ``instead`` skips the GRPO update. With
 ``train.replay.fraction`` > 0 archived episodes of earlier nights join the update with
-truncated importance weights (codeloop.train.archive_replay).
+truncated importance weights (codeloop.train.archive_replay). Rows an inference engine
+sampled (``policy.engine: vllm``) are corrected likewise against the policy as the
+iteration starts (codeloop.train.sampler_gap).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from codeloop.train.archive_replay import add_replay, scorable
 from codeloop.train.checkpoint import OPT_FILE, load_opt_state, peak_memory_mb, prepare_out
 from codeloop.train.grpo import group_advantages_by_key, grpo_loss, token_logps
 from codeloop.train.rft import run_rft
+from codeloop.train.sampler_gap import correct as correct_engine_rows
 
 # ---------------------------------------------------------------- data
 
@@ -363,6 +367,10 @@ def train_grpo(
     opt_state = load_opt_state(policy_dir, policy.model) if resumable else None
     summary["optimizer_resumed"] = opt_state is not None
     updater = GRPOUpdater(policy, cfg, opt_state)
+    # An engine's rows: ratio against pi_start, the engine-vs-trainer gap as a weight.
+    items, weights, gap = correct_engine_rows(items, updater.start_logps, cfg.engine_is_cap)
+    updater.weights.update(weights)
+    summary.update(gap)
     if cfg.replay.fraction > 0 and items:  # pi_start is the policy after RFT, if any
         items, replay_stats = add_replay(updater, items, archived, iteration)
         summary.update(replay_stats)
