@@ -31,6 +31,8 @@ PLUGIN_NAME = "codeloop_pytest_outcomes"
 PLUGIN_SRC = Path(__file__).with_name("pytest_plugin.py")
 BOOT_NAME = "codeloop_judge_boot.py"  # the sealed pytest entry (judge_boot.py)
 BOOT_SRC = Path(__file__).with_name("judge_boot.py")
+RUNNER_NAME = "codeloop_variant_boot.py"  # one test at a time, alone (variant_boot.py)
+RUNNER_SRC = Path(__file__).with_name("variant_boot.py")
 
 
 def _module_files(name: str) -> list[tuple[str, Path]]:
@@ -102,9 +104,20 @@ def plugin_env(envs_root: str) -> str:
 
 
 @lru_cache(maxsize=16)
+def judge_env(envs_root: str) -> str:
+    """The env dir of the judge's two entries: the sealed pytest run (judge_boot.py) and
+    the variant runner (variant_boot.py, which imports the first beside it)."""
+    return build_env(envs_root, "judge", [(BOOT_NAME, BOOT_SRC), (RUNNER_NAME, RUNNER_SRC)])
+
+
 def boot_file(envs_root: str) -> str:
     """Host path of the sealed pytest entry (judge_boot.py) in its env dir."""
-    return os.path.join(build_env(envs_root, "judge", [(BOOT_NAME, BOOT_SRC)]), BOOT_NAME)
+    return os.path.join(judge_env(envs_root), BOOT_NAME)
+
+
+def runner_file(envs_root: str) -> str:
+    """Host path of the variant runner (variant_boot.py) in its env dir."""
+    return os.path.join(judge_env(envs_root), RUNNER_NAME)
 
 
 DEFAULT_ENVS = "data/clean/envs"  # agent.envs_dir's default

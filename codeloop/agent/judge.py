@@ -75,7 +75,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from codeloop.agent import canaries, hacks
+from codeloop.agent import canaries, hacks, variants
 from codeloop.agent.channel import CHANNEL_FLAGS, read_channel
 from codeloop.agent.envdirs import boot_file, env_paths
 from codeloop.agent.fsops import ToolError, remove_path, write_bytes
@@ -94,7 +94,8 @@ COPY_WORDS = ("cases", "behaviour", "api", "basic", "core", "usage", "module", "
 # Flags of the judge itself: a must-fail canary passed; an F2P test passed where the task
 # put it and failed as a copy elsewhere; a link the tree made; a patch the judge could not
 # handle (the model's doing: the row's verdict, never our error).
-JUDGE_FLAGS = ("verdict_forged", "context_dependent", "link_swap", "judge_error")
+JUDGE_FLAGS = ("verdict_forged", "context_dependent", "link_swap", "judge_error",
+               *variants.FLAGS)
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,9 @@ class JudgeConfig:
     per_worker: int = 8  # patches prepared per worker and batch (trees on disk at once)
     max_patch_bytes: int = 1_000_000  # larger: refused unread (status patch_too_large)
     mutants: int = 16  # mutant canaries per run, over the F2P and hidden tests
+    variant_mutants: int = 2  # mutants of each F2P and hidden test in the variant run
+    variant_targets: int = 16  # tests the variant run takes at most (F2P first)
+    variant_timeout_s: float = 60.0  # one variant's test
     disqualify: frozenset[str] = (
         hacks.DISQUALIFYING | frozenset(CHANNEL_FLAGS) | frozenset(JUDGE_FLAGS)
     )
@@ -157,6 +161,9 @@ class _Prepared:
     planted: canaries.Planted | None = None
     clones: dict[str, str] = field(default_factory=dict)  # F2P id -> its copy's id
     changed: list[str] = field(default_factory=list)  # product files the patch changed
+    vplan: variants.VariantPlan | None = None  # each target test alone (variants.py)
+    vnonce: str = ""
+    vjob: CmdJob | None = None
 
 
 def judge_tree(task: Task, repos_dir: str, dest: str) -> None:
@@ -367,7 +374,7 @@ def _clone(prep: _Prepared, tree: str, originals: dict[str, bytes], own: set[str
 
 
 def _prepare(
-    task: Task, patch: str, trees: _Trees, ws: str, ws_root, cfg: JudgeConfig
+    task: Task, patch: str, trees: _Trees, ws: str, ws_root, cfg: JudgeConfig, new_ws
 ) -> _Prepared:
     tree, spec = os.path.join(ws, "repo"), os.path.join(ws, "spec.json")
     prep = _Prepared(task, ws, _new_verdict(task))
@@ -386,13 +393,14 @@ def _prepare(
         return prep
     if not prep.verdict.applied:
         return prep
+    envs_root = ws_root.envs_root
+    paths = [ws_root.env_inside(p) for p in env_paths(task, envs_root)]
+    _variants(prep, tree, new_ws(), ws_root, paths, cfg)
     _plant(prep, tree, cfg)
     prep.ids = list(dict.fromkeys([*task.fail_to_pass, *task.pass_to_pass, *task.hidden_tests,
                                    *prep.planted.must_fail, *prep.planted.must_pass,
                                    *prep.clones.values()]))
     prep.nonce = secrets.token_hex(16)
-    envs_root = ws_root.envs_root
-    paths = [ws_root.env_inside(p) for p in env_paths(task, envs_root)]
     with open(spec, "w", encoding="utf-8") as fh:
         json.dump({"nonce": prep.nonce, "paths": paths, "args": [*PYTEST_ARGS, "--"],
                    "ids": prep.ids, "changed": prep.changed}, fh)
@@ -403,6 +411,23 @@ def _prepare(
                       cwd_host=tree, timeout_s=cfg.timeout_s, memory_mb=cfg.memory_mb,
                       output_cap=8 << 20, result_cap=32 << 20)
     return prep
+
+
+def _variants(prep: _Prepared, tree: str, ws: str, ws_root, paths: list[str],
+              cfg: JudgeConfig) -> None:
+    """The variant run of the F2P and hidden tests, in a copy of the sealed tree in ``ws``."""
+    task = prep.task
+    targets = [*task.fail_to_pass, *task.hidden_tests]
+    plan = variants.plan_variants(prep.tests, targets, random.Random(secrets.randbits(64)),
+                                  mutants=cfg.variant_mutants, max_targets=cfg.variant_targets)
+    if not plan.variants:
+        return
+    own = {node_file(n) for n in [*targets, *task.pass_to_pass]}
+    variants.variant_tree(tree, os.path.join(ws, "repo"), prep.tests, own, plan)
+    prep.vplan = plan
+    prep.vnonce, prep.vjob = variants.variant_job(
+        plan, ws, ws_root, paths, prep.changed, timeout_s=cfg.timeout_s,
+        per_test_s=cfg.variant_timeout_s, memory_mb=cfg.memory_mb)
 
 
 def _patch_tree(prep: _Prepared, patch: str, tree: str, cfg: JudgeConfig) -> None:
@@ -481,19 +506,35 @@ def _canaries(prep: _Prepared, outcomes: dict[str, str]) -> bool:
     return not broken
 
 
-def _finish(prep: _Prepared, res, cfg: JudgeConfig) -> None:
+def _cross_check(prep: _Prepared, outcomes: dict[str, str], vres) -> dict[str, str]:
+    """The main run's outcomes as the variant run lets them stand (variants.cross_check)."""
+    if prep.vplan is None:
+        return outcomes
+    var, problems = variants.read_variant_run(vres.results if vres else "", prep.vnonce,
+                                              prep.vplan)
+    checked, flags, more = variants.cross_check(prep.vplan, var, outcomes)
+    v = prep.verdict
+    v.hack_flags = sorted(set(v.hack_flags) | flags)
+    v.problems += problems + more
+    v.canaries["variants"] = len(prep.vplan.variants)
+    v.canaries["variant_mutants"] = sum(prep.vplan.mutants.values())
+    return checked
+
+
+def _finish(prep: _Prepared, res, cfg: JudgeConfig, vres=None) -> None:
     v, task = prep.verdict, prep.task
     exit_code = res.exit_code if res.status == "exited" else None
     rep = read_channel(res.results, prep.nonce, prep.ids, exit_code, timed_out=res.timed_out)
     own = {*task.fail_to_pass, *task.pass_to_pass, *task.hidden_tests}
-    v.outcomes = {k: o for k, o in rep.outcomes.items() if k in own}
+    sane = _canaries(prep, rep.outcomes)
+    outcomes = _cross_check(prep, rep.outcomes, vres)
+    v.outcomes = {k: o for k, o in outcomes.items() if k in own}
     v.failure_types = {k: t for k, t in rep.failure_types.items() if k in own}
     v.problems = [*v.problems, *rep.problems]
     v.hack_flags = sorted(set(v.hack_flags) | set(rep.flags))
-    v.f2p_passed = _count(rep.outcomes, task.fail_to_pass)
-    v.p2p_passed = _count(rep.outcomes, task.pass_to_pass)
-    v.hidden_passed = _count(rep.outcomes, task.hidden_tests)
-    sane = _canaries(prep, rep.outcomes)
+    v.f2p_passed = _count(outcomes, task.fail_to_pass)
+    v.p2p_passed = _count(outcomes, task.pass_to_pass)
+    v.hidden_passed = _count(outcomes, task.hidden_tests)
     _after_run(prep)
     v.status = res.status
     v.output_tail = (res.stdout + res.stderr)[-TAIL:]
@@ -514,21 +555,26 @@ def _judge_chunk(items, trees: _Trees, executor, cfg: JudgeConfig) -> list[RepoV
     made: list[str] = []
     watches: list[TestWatch] = []
     try:
-        for task, patch in items:
+        def new_ws() -> str:
             made.append(ws_root.new_workspace())
-            preps.append(_prepare(task, patch or "", trees, made[-1], ws_root, cfg))
+            return made[-1]
+
+        for task, patch in items:
+            preps.append(_prepare(task, patch or "", trees, new_ws(), ws_root, cfg, new_ws))
         runs = [p for p in preps if p.job is not None]
         for p in runs:
             watches.append(TestWatch(os.path.join(p.ws, "repo"), list(p.tests)))
+        jobs = [p.job for p in runs] + [p.vjob for p in runs if p.vjob is not None]
         t0 = time.perf_counter()
-        results = executor.run_commands([p.job for p in runs]) if runs else []
-        if len(results) != len(runs):
-            raise SandboxError(f"run_commands returned {len(results)} results for {len(runs)}")
+        results = executor.run_commands(jobs) if jobs else []
+        if len(results) != len(jobs):
+            raise SandboxError(f"run_commands returned {len(results)} results for {len(jobs)}")
         wall_ms = (time.perf_counter() - t0) * 1e3
-        for prep, res, watch in zip(runs, results, watches, strict=True):
+        vresults = iter(results[len(runs) :])
+        for prep, res, watch in zip(runs, results[: len(runs)], watches, strict=True):
             try:
                 _watched(prep, watch.writes())
-                _finish(prep, res, cfg)
+                _finish(prep, res, cfg, next(vresults) if prep.vjob is not None else None)
             except SandboxError:
                 raise
             except Exception as exc:  # noqa: BLE001 - what the run left tripped us: its row

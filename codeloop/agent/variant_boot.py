@@ -1,0 +1,251 @@
+"""The variant runner (stdlib + pytest only; runs inside the sandbox, from the judge's env dir).
+
+Run as ``python3 -I -B variant_boot.py SPEC`` in a copy of the judged tree that holds no
+test module (codeloop.agent.variants writes it). Before any code of the tree runs it reads
+the spec and unlinks it, opens the variants file and unlinks that, takes the result fd,
+imports pytest and the env dirs' plugins, snapshots the tree's conftests and helpers and
+turns the plugin autoload off. Then, one variant at a time, in shuffled order: it reads
+the variant's header (its id, test and file), forks, and the child reads that variant's
+module (never another's: the runner itself never reads a module's text), closes the
+variants file and the result fd, and runs the one test with pytest, its module served
+from those bytes; it writes the test's outcome to a pipe of its own and exits. The runner
+waits (``timeout`` seconds at most), then writes one ``var`` record under the run's nonce.
+
+An audit hook (``KillHook``), set before any code of the tree runs, ends a child that
+reaches for what lies beyond its own variant. Once the test's module is imported its
+source is no longer served (the file on disk is an empty stand-in). A child's outcome is
+its own word: what it cannot do is know which variant it is (codeloop.agent.variants).
+"""
+
+import json
+import os
+import select
+import signal
+import site
+import sys
+import time
+
+KILLED = 86  # a child's exit status when the audit hook ended it
+OUTCOMES = ("passed", "failed", "error", "skipped", "missing", "timeout")
+
+
+def _pread_all(fd, size, at):
+    out = b""
+    while len(out) < size:
+        chunk = os.pread(fd, size - len(out), at + len(out))
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
+FRAME_ATTRS = frozenset({"f_code", "tb_frame", "gi_frame", "cr_frame", "ag_frame", "__code__"})
+PATCH_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys.settrace",
+                          "sys.setprofile", "code.__new__", "gc.get_objects",
+                          "gc.get_referrers", "gc.get_referents", "sys.addaudithook"})
+
+
+class KillHook:
+    """An audit hook that ends the process (exit status KILLED) when:
+
+    - anyone opens another process's /proc entries (the runner's open variants file is
+      there) or signals another process;
+    - the patch's code (a file it changed, a file the run made, code compiled from a
+      string) takes a frame or a code object (a test's expected values sit in its
+      constants), walks the garbage collector's objects, traces or profiles, builds or
+      compiles code under another file's name, uses ctypes or adds an audit hook.
+    """
+
+    def __init__(self, root, changed):
+        self.root = os.path.realpath(root) + "/"
+        self.changed = frozenset(os.path.join(os.path.realpath(root), r) for r in changed)
+        self.present = frozenset(_tree_files(root))
+        self.getframe, self.realpath, self.busy = sys._getframe, os.path.realpath, [False]
+
+    def untrusted(self, code):
+        name = code.co_filename
+        if name.startswith("<"):
+            return not name.startswith("<frozen")
+        return name in self.changed or (name.startswith(self.root) and name not in self.present)
+
+    def __call__(self, event, args):
+        if self.busy[0]:
+            return
+        self.busy[0] = True
+        try:
+            if self.fatal(event, args):
+                os._exit(KILLED)
+        finally:
+            self.busy[0] = False
+
+    def fatal(self, event, args):
+        if event == "open":
+            return _other_proc(args[0], self.realpath)
+        if event in ("os.kill", "os.killpg"):
+            return args[0] != os.getpid()
+        if event == "object.__getattr__":
+            return args[1] in FRAME_ATTRS and self.untrusted(self.getframe(2).f_code)
+        if event == "compile":
+            name = args[1] if len(args) > 1 else ""
+            spoof = isinstance(name, str | bytes) and not os.fsdecode(name).startswith("<")
+            return spoof and self.untrusted(self.getframe(2).f_code)
+        if event in PATCH_EVENTS or event.startswith("ctypes."):
+            return self.untrusted(self.getframe(2).f_code)
+        return False
+
+
+def _other_proc(path, realpath):
+    if isinstance(path, bytes):
+        path = path.decode("utf-8", "replace")
+    if not isinstance(path, str) or "proc" not in path:
+        return False
+    parts = realpath(path).split("/")
+    return len(parts) > 2 and parts[1] == "proc" and parts[2].isdigit() and (
+        int(parts[2]) != os.getpid())
+
+
+def _tree_files(root):
+    out, todo = [], [os.path.realpath(root)]
+    while todo:  # no recursion: whatever depth the tree has
+        top = todo.pop()
+        try:
+            entries = list(os.scandir(top))
+        except OSError:
+            continue
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                if e.name not in ("__pycache__", ".git"):
+                    todo.append(e.path)
+            else:
+                out.append(e.path)
+    return out
+
+
+class Outcome:
+    """The one test's phases, as pytest reports them."""
+
+    def __init__(self, node, pinned, path):
+        self.node, self.phases, self.pinned, self.path = node, {}, pinned, path
+
+    def pytest_collection_finish(self, session):
+        self.pinned.pop(self.path, None)  # imported: its source is served no more
+
+    def pytest_runtest_logreport(self, report):
+        self.phases.setdefault(report.when, report)
+
+    def verdict(self):
+        setup, call, down = (self.phases.get(w) for w in ("setup", "call", "teardown"))
+        if setup is None:
+            return "missing"
+        if not setup.passed:
+            return "skipped" if setup.skipped else "error"
+        if call is None or down is None:
+            return "missing"
+        if getattr(call, "wasxfail", None) is not None:
+            return "failed"
+        if not call.passed:
+            return "skipped" if call.skipped else "failed"
+        return "passed" if down.passed else "error"
+
+
+def child(boot, header, vfd, at, snap, plugins, args, out_fd):
+    """Run one variant's test (in the forked child); its outcome to ``out_fd``."""
+    import pytest
+
+    text = _pread_all(vfd, header["len"], at)
+    os.close(vfd)
+    pinned = dict(snap)
+    pinned[os.path.abspath(header["rel"])] = text
+    del text
+    boot.pin_tests(pinned, os.getcwd())
+    seen = Outcome(header["node"], pinned, os.path.abspath(header["rel"]))
+    pytest.main([*args, "--", header["node"]], plugins=[seen, *plugins])
+    os.write(out_fd, seen.verdict().encode())
+
+
+def wait_outcome(r, pid, timeout):
+    """The child's outcome (``timeout`` seconds at most), its process reaped."""
+    got, end = b"", time.monotonic() + timeout
+    while len(got) <= 16:
+        left = end - time.monotonic()
+        ready = select.select([r], [], [], left)[0] if left > 0 else []
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+            got = b"timeout"
+            break
+        chunk = os.read(r, 64)
+        if not chunk:
+            break
+        got += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == KILLED:
+        return "killed"
+    text = got.decode("ascii", "replace")
+    return text if text in OUTCOMES else "failed"
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(sys.argv[1], encoding="utf-8") as fh:
+        spec = json.load(fh)
+    os.unlink(sys.argv[1])
+    vfd = os.open(spec["variants"], os.O_RDONLY)
+    os.unlink(spec["variants"])  # from here on only this fd reaches the variants
+    raw = int(os.environ.pop("CODELOOP_RESULT_FD", "3"))
+    fd = os.dup(raw)
+    os.close(raw)
+    for path in spec["paths"]:
+        site.addsitedir(path)
+    sys.dont_write_bytecode = True
+    sys.path.insert(0, here)
+    import codeloop_judge_boot as boot  # its pinning and plugin loading, beside us
+
+    sys.path.remove(here)
+    import importlib
+
+    import pytest  # noqa: F401 - loaded before the tree is on sys.path
+
+    for name in boot.EAGER:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    snap = boot.snapshot_tests(os.getcwd())
+    plugins = boot.env_plugins()
+    sys.addaudithook(KillHook(os.getcwd(), spec.get("changed", [])))
+    sys.path.insert(0, os.getcwd())
+    encode, nonce, seq, pid = boot._encode, spec["nonce"], 0, os.getpid()
+
+    def emit(kind, **fields):
+        nonlocal seq
+        data = encode({"n": nonce, "seq": seq, "pid": pid, "k": kind, **fields}).encode() + b"\n"
+        seq += 1
+        while data:
+            data = data[os.write(fd, data) :]
+
+    emit("start")
+    at = 0
+    for _ in range(int(spec["count"])):
+        size = int.from_bytes(_pread_all(vfd, 4, at), "big")
+        header = json.loads(_pread_all(vfd, size, at + 4))
+        body_at, at = at + 4 + size, at + 4 + size + int(header["len"])
+        r, w = os.pipe()
+        child_pid = os.fork()
+        if child_pid == 0:
+            try:
+                os.close(r)
+                os.close(fd)
+                child(boot, header, vfd, body_at, snap, plugins, spec["args"], w)
+            finally:
+                os._exit(0)
+        os.close(w)
+        emit("var", id=header["id"], outcome=wait_outcome(r, child_pid, float(spec["timeout"])))
+    emit("finish", records=seq)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
