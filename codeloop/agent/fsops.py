@@ -13,8 +13,9 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
-import shutil
 import stat
+
+from codeloop.sandbox.trees import remove_tree_at
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 NOISE = frozenset({"__pycache__", ".pytest_cache"})
@@ -171,12 +172,6 @@ def remove_path(root: str, path: str) -> None:
     except ToolError:
         return  # a parent that is a link or missing: nothing of the tree lies there
     try:
-        mode = _kind(dfd, parts[-1])
-        if mode is None:
-            return
-        if stat.S_ISDIR(mode):
-            shutil.rmtree(parts[-1], dir_fd=dfd)
-        else:
-            os.unlink(parts[-1], dir_fd=dfd)
+        remove_tree_at(dfd, parts[-1])  # any depth, any path length (the agent's tree)
     finally:
         os.close(dfd)

@@ -14,10 +14,10 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import stat
 import tempfile
 
 from codeloop.agent.patches import apply_patch, is_test_path, unified_diff
+from codeloop.sandbox import trees
 from codeloop.sandbox.cmdjobs import fast_tmp, release_workspace
 from codeloop.schema import Task
 
@@ -109,22 +109,12 @@ def copy_tree(src: str, dest: str) -> None:
 
 
 def remove_tree(path: str) -> None:
-    """rmtree that also removes what the agent made unreadable (chmod 000 dirs). A workspace
-    that is a tmpfs of its own (a quota'd WorkspaceRoot's) is unmounted first: its files go
-    with it, and its dir is left empty."""
+    """Remove a workspace (or anything in one) whatever the agent made of it: any depth,
+    paths past PATH_MAX, links (removed, never followed), dirs it made unreadable
+    (trees.remove_tree). A workspace that is a tmpfs of its own (a quota'd
+    WorkspaceRoot's) is unmounted first: its files go with it, and its dir is left empty."""
     release_workspace(path)
-
-    def fix(func, p, exc):  # noqa: ARG001 - shutil's onerror signature
-        parent = os.path.dirname(p)
-        os.chmod(parent, stat.S_IRWXU)
-        if os.path.isdir(p) and not os.path.islink(p):
-            os.chmod(p, stat.S_IRWXU)
-            shutil.rmtree(p, onerror=fix)
-        else:
-            os.unlink(p)
-
-    if os.path.lexists(path):
-        shutil.rmtree(path, onerror=fix)
+    trees.remove_tree(path)
 
 
 class Workspace:
@@ -143,12 +133,7 @@ class Workspace:
 
     def reset(self) -> None:
         """Back to the base: everything the episode changed is gone."""
-        for name in os.listdir(self.path):
-            p = os.path.join(self.path, name)
-            if os.path.isdir(p) and not os.path.islink(p):
-                remove_tree(p)
-            else:
-                os.unlink(p)
+        trees.empty_tree(self.path)
         copy_tree(self.base, self.path)
         os.chmod(self.path, 0o700)
 

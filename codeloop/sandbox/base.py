@@ -90,7 +90,9 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
-CMD_STATUSES = ("exited", "killed", "timeout", "output_limit", "memory_limit")
+# workspace_error: the workspace the episode's commands left could not be handed to the
+# command (it did not run) or back after it; the command's result, never a sandbox fault
+CMD_STATUSES = ("exited", "killed", "timeout", "output_limit", "memory_limit", "workspace_error")
 
 
 @dataclass

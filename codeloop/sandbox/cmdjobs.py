@@ -25,12 +25,12 @@ import ctypes
 import errno
 import os
 import secrets
-import shutil
 import tempfile
 import threading
 import weakref
 
 from codeloop.sandbox.base import CmdJob, CmdResult, SandboxError
+from codeloop.sandbox.trees import chown_tree, remove_tree, visit_tree
 from codeloop.sandbox.verdicts import wall_cap
 
 WS_MOUNT, ENVS_MOUNT = "/ws", "/envs"
@@ -208,32 +208,31 @@ class WorkspaceRoot:
 
     def hand_over(self, ws_inside: str, back: bool = False) -> None:
         """Make a workspace writable for ``owner`` before a command, or (``back``) ours
-        again after it (host side; never follows a link)."""
+        again after it (host side; never follows a link). Earlier commands shaped the
+        tree, whatever its depth and path lengths: trees.py walks it by dir fds."""
         if self.owner is None or (back and os.geteuid() != 0):
             return
         top = os.path.join(self.path, os.path.basename(ws_inside))
-        paths = [top]
-        for root, dirs, files in os.walk(top):
-            paths += [os.path.join(root, n) for n in dirs + files]
-        if back:  # whatever mode the command gave it: its token is no key for others
-            os.chmod(top, 0o700)
-        for p in paths:
-            if os.geteuid() == 0:
-                os.lchown(p, *((0, 0) if back else (self.owner, self.owner)))
-            elif not os.path.islink(p):  # not root: world-writable, under a 0711 parent
-                os.chmod(p, 0o777 if os.path.isdir(p) else 0o666)
+        if os.geteuid() == 0:
+            uid = 0 if back else self.owner
+            os.lchown(top, uid, uid)  # the top first: once it is root's 0700 no job gets in
+            if back:  # whatever mode the command gave it: its token is no key for others
+                os.chmod(top, 0o700)
+            chown_tree(top, uid, uid)
+        else:  # not root: world-writable, under a 0711 parent
+            os.chmod(top, 0o777)
+            visit_tree(top, _world_writable)
+
+    def hand_over_problem(self, ws_inside: str, back: bool = False) -> str:
+        """hand_over, '' when done; else why not (the command's ``ws_error``)."""
+        try:
+            self.hand_over(ws_inside, back)
+        except OSError as e:
+            return f"cannot hand the workspace {'back' if back else 'over'}: {e}"
+        return ""
 
     def close(self) -> None:
         """Remove every workspace, also what a command made unreadable (chmod 000)."""
-
-        def fix(func, path, exc):  # noqa: ARG001 - shutil's onerror signature
-            os.chmod(os.path.dirname(path), 0o700)
-            if os.path.isdir(path) and not os.path.islink(path):
-                os.chmod(path, 0o700)
-                shutil.rmtree(path, onerror=fix)
-            elif os.path.lexists(path):
-                os.unlink(path)
-
         for path in list(self._mounts):  # workspaces not removed yet: their tmpfs goes
             release_workspace(path)
         if self._shared:  # the root's bind on itself; the same dir shows below it
@@ -242,7 +241,14 @@ class WorkspaceRoot:
             _unmount(self.path)
         if os.path.isdir(self.path):
             os.chmod(self.path, 0o700)
-            shutil.rmtree(self.path, onerror=fix)
+            remove_tree(self.path)
+
+
+def _world_writable(dir_fd: int, entry: os.DirEntry) -> None:
+    """A non-link entry of a workspace handed over without root: anyone may write it."""
+    if not entry.is_symlink():
+        mode = 0o777 if entry.is_dir(follow_symlinks=False) else 0o666
+        os.chmod(entry.name, mode, dir_fd=dir_fd, follow_symlinks=False)
 
 
 def cmd_request(job: CmdJob, ws: WorkspaceRoot, timeout_s: float, memory_mb: int) -> dict:
@@ -257,8 +263,14 @@ def cmd_request(job: CmdJob, ws: WorkspaceRoot, timeout_s: float, memory_mb: int
 
 
 def cmd_result(resp: dict) -> CmdResult:
-    """The zygote's answer as a CmdResult (what the command did, never a verdict)."""
-    if resp.get("timed_out") or resp.get("cpu_rlimit"):
+    """The zygote's answer as a CmdResult (what the command did, never a verdict). A
+    workspace that could not be handed over or back (``ws_error``) is its status, the
+    reason appended to its stderr."""
+    stderr, ws_error = resp.get("stderr", ""), resp.get("ws_error", "")
+    if ws_error:
+        status = "workspace_error"
+        stderr += ("\n" if stderr else "") + f"[sandbox] {ws_error}"
+    elif resp.get("timed_out") or resp.get("cpu_rlimit"):
         status = "timeout"
     elif resp.get("over"):
         status = "output_limit"
@@ -270,7 +282,7 @@ def cmd_result(resp: dict) -> CmdResult:
         status = "exited"
     return CmdResult(exit_code=resp.get("exit"), signal=resp.get("signal"),
                      timed_out=status == "timeout", stdout=resp.get("stdout", ""),
-                     stderr=resp.get("stderr", ""), duration_ms=resp.get("wall_ms", 0.0),
+                     stderr=stderr, duration_ms=resp.get("wall_ms", 0.0),
                      status=status, results=resp.get("results", ""))
 
 
@@ -286,10 +298,14 @@ def run_commands(executor, jobs: list[CmdJob], grace_s: float) -> list[CmdResult
     requests = [cmd_request(j, ws, cfg.timeout_s, cfg.memory_mb) for j in jobs]
 
     def one(req: dict) -> CmdResult:
-        ws.hand_over(req["cmd"]["ws"])
-        try:
-            return cmd_result(executor._attempt(req, req["wall_cap"] + grace_s))
+        name = req["cmd"]["ws"]
+        problem = ws.hand_over_problem(name)
+        try:  # a workspace not handed over: the command does not run, that is its result
+            resp = {"ws_error": problem} if problem else executor._attempt(
+                req, req["wall_cap"] + grace_s)
         finally:
-            ws.hand_over(req["cmd"]["ws"], back=True)
+            back = ws.hand_over_problem(name, back=True)
+        problems = [p for p in (resp.get("ws_error", ""), back) if p]
+        return cmd_result({**resp, "ws_error": "; ".join(problems)})
 
     return list(executor._threads.map(one, requests))

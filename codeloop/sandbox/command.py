@@ -28,7 +28,10 @@ commands it is unreadable even to a job that knows its 128-bit token.
 As root the workspace is handed to the slot's leased uid before the command and back to
 root after it (``lchown`` over the tree, never following a link: only our own host-side
 tools and earlier commands of this episode wrote there, and every process of those
-commands is dead by then).
+commands is dead by then). Those commands shaped the tree (any depth, any path length:
+trees.py walks it by dir fds), so a hand-over that still fails is that command's result
+(``ws_error``: it does not run, or its workspace was not taken back), never a fault of the
+zygote's.
 """
 
 import os
@@ -44,6 +47,7 @@ try:  # for linters and tests; as the zygote, seal.py's source runs before this 
         mount,
         sys_libc,
     )
+    from codeloop.sandbox.trees import chown_tree
 except ImportError:
     pass
 
@@ -89,11 +93,18 @@ def hand_over(ws, uid):
     later command of another episode on the same slot (same uid) cannot open it either."""
     if uid is None or os.getuid() != 0:
         return
-    os.lchown(ws, uid, uid)
+    os.lchown(ws, uid, uid)  # the top first: once it is root's 0700 no other job gets in
     os.chmod(ws, 0o700)  # whatever mode the command gave it: its token is no key for others
-    for top, dirs, files in os.walk(ws):  # followlinks=False: a linked dir is not entered
-        for name in dirs + files:
-            os.lchown(os.path.join(top, name), uid, uid)
+    chown_tree(ws, uid, uid)
+
+
+def hand_over_problem(ws, uid):
+    """hand_over, '' when done; else why not (the tree the episode's commands left)."""
+    try:
+        hand_over(ws, uid)
+    except OSError as e:
+        return f"cannot hand the workspace {'back' if uid == 0 else 'over'}: {e}"
+    return ""
 
 
 def exec_command(cmd):
@@ -110,21 +121,27 @@ def exec_command(cmd):
 
 
 def before_command(cmd, opts):
-    """In the zygote before the fork: '' when ``cmd`` may run, its workspace then bound at
-    /ws (local) and the slot uid's; else why not (a fault of ours: we built the frame)."""
+    """In the zygote before the fork: None when ``cmd`` may run, its workspace then bound at
+    /ws (local) and the slot uid's; else the job's answer: a fault (our frame is wrong) or
+    ``ws_error`` (the workspace could not be handed over: the command does not run)."""
     problem = command_problem(cmd)
     if problem:
-        return problem
+        return {"fault": problem}
     if cmd.get("bind"):
         bind_workspace(cmd["ws"])
-    hand_over(cmd["ws"], opts.get("uid"))
-    return ""
+    problem = hand_over_problem(cmd["ws"], opts.get("uid"))
+    if problem:
+        back = after_command(cmd, opts)
+        return {"ws_error": "; ".join(p for p in (problem, back) if p)}
+    return None
 
 
 def after_command(cmd, opts):
     """In the zygote once every process of the job is dead: the workspace is root's again
-    (mode 0700) and /ws is detached."""
+    (mode 0700) and /ws is detached. '' when it is; else why not (the command's ws_error)."""
+    problem = ""
     if opts.get("uid") is not None:
-        hand_over(cmd["ws"], 0)
+        problem = hand_over_problem(cmd["ws"], 0)
     if cmd.get("bind"):
         unbind_workspace()
+    return problem

@@ -48,12 +48,12 @@ if TYPE_CHECKING:  # (not imported for real: `codeloop exec` starts zygotes befo
     from codeloop.config import SandboxConfig
 
 HERE = Path(__file__).resolve().parent
-# one program each (stdlib only): memcg.py, procs.py, budget.py, seccomp.py, seal.py and
-# evaluator_fork.py define what zygote.py uses; evaluator.py, run in the evaluator child, uses harness.py's wire format
+# one program each (stdlib only): memcg.py, procs.py, budget.py, seccomp.py, seal.py,
+# evaluator_fork.py and trees.py define what command.py and zygote.py use; evaluator.py, run in the evaluator child, uses harness.py's wire format
 ZYGOTE_SRC = "\n\n".join(
     (HERE / name).read_text()
-    for name in ("memcg.py", "procs.py", "budget.py", "seccomp.py", "seal.py", "evaluator_fork.py", "command.py",
-                 "zygote.py")
+    for name in ("memcg.py", "procs.py", "budget.py", "seccomp.py", "seal.py", "evaluator_fork.py", "trees.py",
+                 "command.py", "zygote.py")
 )
 HARNESS_SRC = (HERE / "harness.py").read_text() + "\n\n" + (HERE / "evaluator.py").read_text()
 CHILD_PYTHON = os.environ.get("CODELOOP_SANDBOX_PYTHON", "/usr/bin/python3")

@@ -11,11 +11,11 @@ whatever it achieves (``isolation`` says what), while ``codeloop preflight`` and
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 
 from codeloop.config import SandboxConfig
 from codeloop.sandbox.pool import PoolExecutor, Zygote, zygote_opts
+from codeloop.sandbox.trees import remove_tree
 
 
 class SubprocessExecutor(PoolExecutor):
@@ -35,4 +35,7 @@ class SubprocessExecutor(PoolExecutor):
 
     def close(self) -> None:
         super().close()
-        shutil.rmtree(self.work_root, ignore_errors=True)
+        try:  # job dirs a failed sweep left: the jobs' trees, any depth
+            remove_tree(self.work_root)
+        except OSError:
+            pass

@@ -48,6 +48,7 @@ try:  # for linters and tests; as the zygote, the sources before it in pool.ZYGO
         run_probe,
     )
     from codeloop.sandbox.seccomp import prepared_filter
+    from codeloop.sandbox.trees import remove_tree
 except ImportError:
     pass
 
@@ -164,29 +165,21 @@ def _vm_bytes():
         os.close(fd)
 
 
-def _rmtree(path):
-    """shutil.rmtree, imported on first use: most jobs leave nothing to remove, and shutil
-    maps bz2, lzma and zlib into the zygote, whose every mapping each fork copies."""
-    import shutil
-
-    shutil.rmtree(path)
-
-
 def sweep(opts, workdir):
+    """Remove what the job wrote: its work dir and (private scratch) every scratch entry.
+    The job shaped those trees (any depth, any path length): trees.py removes them by dir
+    fds, with no recursion and no shutil (whose bz2, lzma and zlib mappings each fork
+    would copy)."""
     try:
         os.rmdir(workdir)  # the common case: the job wrote nothing
     except OSError:
-        _rmtree(workdir)
+        remove_tree(workdir)
     if opts.get("private_scratch"):
         for d in opts["scratch"]:
             for entry in os.listdir(d):
                 path = os.path.join(d, entry)
-                if path == opts["work_root"]:
-                    continue
-                if os.path.isdir(path) and not os.path.islink(path):
-                    _rmtree(path)
-                else:
-                    os.unlink(path)
+                if path != opts["work_root"]:
+                    remove_tree(path)
 
 
 def run(job, opts, ctl=None):
@@ -194,14 +187,14 @@ def run(job, opts, ctl=None):
     cmd = job.get("cmd")
     cg_limit(job)  # the job cgroup's limit: this job's budget
     if cmd is not None:
-        problem = before_command(cmd, opts)  # its workspace bound and handed over
-        if problem:
-            return {"fault": problem}
+        refused = before_command(cmd, opts)  # its workspace bound and handed over
+        if refused is not None:
+            return refused
     workdir = opts["workdir"]  # same path every job (so is the env), fresh dir every job
     try:
         os.mkdir(workdir, 0o700)
     except FileExistsError:  # a sweep that failed half-way (reported as a fault then)
-        _rmtree(workdir)
+        remove_tree(workdir)
         os.mkdir(workdir, 0o700)
     if opts.get("uid") is not None and os.getuid() == 0:
         os.chown(workdir, opts["uid"], opts["uid"])
@@ -233,9 +226,12 @@ def run(job, opts, ctl=None):
         os.close(pidfd)
         for r, _ in pipes.values():
             os.close(r)
-        sweep(opts, workdir)
-        if cmd is not None:  # every process of the job is dead: take the workspace back
-            after_command(cmd, opts)
+        ws_error = ""
+        try:
+            sweep(opts, workdir)
+        finally:
+            if cmd is not None:  # every process of the job is dead: take the workspace back
+                ws_error = after_command(cmd, opts)
         sealed = _read_seal(seal_r)
         killed, at_limit = cg_ooms()
         if cmd is not None:  # its workspace files stay charged to this cgroup: a fresh one
@@ -265,6 +261,7 @@ def run(job, opts, ctl=None):
         # RLIMIT_CPU's hard limit is a SIGKILL too: a CPU limit, not a crash
         "cpu_rlimit": sig == signal.SIGKILL and child_cpu >= int(job["timeout"]) + 1 - 0.05,
         "host_oom": oom and host_fault, "oom_killed": budget_oom or (oom and not host_fault),
+        "ws_error": ws_error,
     }
 
 
