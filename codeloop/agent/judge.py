@@ -518,6 +518,7 @@ def _cross_check(prep: _Prepared, outcomes: dict[str, str], vres) -> dict[str, s
     v.problems += problems + more
     v.canaries["variants"] = len(prep.vplan.variants)
     v.canaries["variant_mutants"] = sum(prep.vplan.mutants.values())
+    v.canaries["variants_killed"] = sum(o == "killed" for o in var.values())
     return checked
 
 
