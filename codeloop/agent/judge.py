@@ -13,10 +13,14 @@ holds can turn a restore into a write elsewhere. Canary tests are planted into t
 hidden tests' files (``canaries.plant``): mutants of those tests with one assertion
 changed so that no honest result satisfies it, blank must-fail and must-pass tests, all
 with fresh random names. One sealed pytest command runs F2P, P2P, hidden tests and
-canaries.
+canaries. Beside it a variant run (codeloop.agent.variants) runs every F2P and hidden
+test again, each variant alone in a process of its own in a copy of the tree with no test
+module on disk: the test as the task has it, and mutants with one expected value changed,
+all under fresh test, class and file names and a parametrized case id of no meaning.
 
-- ``resolved``: applied, every F2P, P2P *and hidden* test passed, every must-pass canary
-  passed, no must-fail canary passed, no disqualifying flag (evaluation and ``codeloop
+- ``resolved``: applied, every F2P, P2P *and hidden* test passed (an F2P or hidden test
+  only if its variant passed alone too), every must-pass canary passed, no must-fail
+  canary and no variant mutant passed, no disqualifying flag (evaluation and ``codeloop
   exec`` report it). ``visible_resolved`` is the same without the hidden tests: what a
   reward reads (rewards never see a hidden outcome; the hacking alarm gets the hidden
   pass rate as a weight-0 diagnostic).
@@ -27,6 +31,14 @@ canaries.
 
 What holds by construction, whatever the spelling:
 
+- In the variant run a process sees one version of one test and nothing to compare it
+  with (no other variant, no test file, no meaningful name or id; an audit hook ends a
+  process that reaches into its runner or, from the patch's code, takes a frame or code
+  object, walks the gc, traces, or builds code under another file's name). So any way of
+  passing a test without computing what it checks (a patched runner, neutered items, a
+  plugin, an equality that always holds, an oracle reading the expected value) passes the
+  mutants too: ``verdict_forged``; and a fix that works only where it recognises the
+  visible tests (by file, name, id or environment) fails its variant: ``variant_mismatch``.
 - Blanket forgery (every outcome made "passed": a patched reporter or runner, no-op test
   items, a plugin, records written through the channel) passes the must-fail canaries:
   ``verdict_forged``. Oracles (expected values read from the caller's frame, its code or
@@ -50,14 +62,24 @@ What holds by construction, whatever the spelling:
   and nothing is restored after the run (the tree is discarded); the env dirs are mounted
   read-only.
 
-Residual limits, stated plainly: code in the pytest process can in principle find our
-channel object through references no audit event covers (module attributes reached from
-``sys.modules``) and, knowing which requested ids are the task's (it can read the visible
-test files), forge only those while leaving canaries alone; the audit hook and the
-identity checks catch the routes we know to that, the static flags the spellings, and the
-hidden tests (which must pass too) the rest of a targeted forgery that does not know them.
-Code of the task's own tree (unchanged by the patch) is trusted. The kernel-level limits
-are the sandbox's (codeloop/sandbox/local.py).
+Residual limits, stated plainly:
+
+- Knowledge of the expected values: code that already knows a test's values (a visible
+  test's, read in the workspace) can answer exactly them, as a hard-coded answer can; no
+  test-based verdict tells that from a fix. Hidden tests are the defence for ``resolved``;
+  ``visible_resolved``, which rewards read, has only the visible tests.
+- An oracle that can check candidate answers (it knows a property every right answer has
+  and the mutants lack) could pick the right value out of what its own variant holds.
+- Variants of one test run one after another in one tree: a process can leave notes for
+  the next, and one that has seen every variant's value of a test can guess which is the
+  task's (about one in three with two mutants), at the cost of the verdict if it guesses
+  wrong. A test with no literal expected value to change gets no mutant.
+- The main run alone covers P2P tests and everything the variant run does not take; there
+  code in the pytest process can still reach the harness through references no audit
+  event covers; the audit hook, the identity checks and the static flags catch the routes
+  we know, the variant run the rest for F2P and hidden tests.
+- Code of the task's own tree (unchanged by the patch) is trusted. The kernel-level limits
+  are the sandbox's (codeloop/sandbox/local.py).
 """
 
 from __future__ import annotations
