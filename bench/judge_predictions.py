@@ -9,7 +9,8 @@ wall seconds for all predictions and per prediction, for (1) codeloop's judge on
 backend (sealed zygotes, channel checks, test files restored), (2) the same on the docker
 backend where the engine runs, (3) the SWE-bench-style baseline: per prediction a fresh
 tree, ``git apply``, and a fresh ``docker run`` of the sandbox image running pytest, and (4)
-plain ``python -m pytest`` on the host (no sandbox, no protection: the floor). Each row
+plain ``python -m pytest`` on the host (no sandbox, no protection: the floor); and (1)
+again without the variant run (``JudgeConfig(variant_targets=0)``: what that run costs). Each row
 also says how many predictions it called resolved (the baselines trust pytest's exit code,
 so a hack that passes is "resolved" there).
 """
@@ -29,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from codeloop.agent.envdirs import env_paths  # noqa: E402
-from codeloop.agent.judge import judge_many, judge_tree  # noqa: E402
+from codeloop.agent.judge import JudgeConfig, judge_many, judge_tree  # noqa: E402
 from codeloop.agent.patches import PatchError, apply_patch  # noqa: E402
 from codeloop.config import SandboxConfig  # noqa: E402
 from codeloop.sandbox import make_executor  # noqa: E402
@@ -60,13 +61,14 @@ def _fresh_tree(task, repos: str, patch: str, scratch: str) -> str | None:
     return tree
 
 
-def run_codeloop(task, repos, envs, patches, backend: str, workers: int):
+def run_codeloop(task, repos, envs, patches, backend: str, workers: int,
+                 cfg: JudgeConfig | None = None):
     ex = make_executor(SandboxConfig(backend=backend, workers=workers, timeout_s=60.0),
                        workspaces=True, envs_root=envs)
     try:
-        judge_many([(task, task.patch)], repos, ex)  # warm: zygotes, env dirs
+        judge_many([(task, task.patch)], repos, ex, cfg)  # warm: zygotes, env dirs
         t0 = time.perf_counter()
-        verdicts = judge_many([(task, p) for p in patches], repos, ex)
+        verdicts = judge_many([(task, p) for p in patches], repos, ex, cfg)
         return time.perf_counter() - t0, sum(v.resolved for v in verdicts)
     finally:
         ex.close()
@@ -147,7 +149,9 @@ def main() -> None:
         env_paths(task, envs)
         patches = predictions(task, a.n)
         rows = [
-            ("codeloop judge, local", *run_codeloop(task, repos, envs, patches, "local", a.workers))
+            ("codeloop judge, local", *run_codeloop(task, repos, envs, patches, "local", a.workers)),
+            ("  the same, no variant run", *run_codeloop(
+                task, repos, envs, patches, "local", a.workers, JudgeConfig(variant_targets=0))),
         ]
         if _docker_ok():
             rows.append(
