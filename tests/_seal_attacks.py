@@ -587,6 +587,25 @@ with open(_info) as _fh:
             os.symlink(_f[3], "tests")
             break
 """
+DEEP_TREE = """import os
+
+
+def _nest(depth, name):
+    fd = os.open(".", os.O_RDONLY)
+    for _ in range(depth):
+        try:
+            os.mkdir(name, dir_fd=fd)
+            below = os.open(name, os.O_RDONLY, dir_fd=fd)
+        except OSError:
+            break
+        os.close(fd)
+        fd = below
+    os.close(fd)
+
+
+_nest(3000, "d")
+_nest(20, "x" * 250)
+"""
 FIFO_TEST = """import os
 
 if not os.path.exists("tests/test_zz_fifo.py"):
@@ -1057,6 +1076,12 @@ def attacks(owned: Path) -> list[Attack]:
             raw=surrogate_path_patch,
         ),
         Attack("nul_in_path", 7, "a new file whose name holds a NUL", raw=nul_path_patch),
+        Attack(
+            "deep_and_long_trees",
+            7,
+            "during the run a 3000-deep tree and one whose paths pass PATH_MAX are made",
+            ((INIT, DEEP_TREE),),
+        ),
         Attack(
             "fifo_test_files",
             7,

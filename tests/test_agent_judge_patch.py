@@ -152,3 +152,29 @@ def test_the_tasks_own_conftest_with_hooks_is_trusted(made):
     finally:
         ex.close()
     assert v.resolved and v.hack_flags == [], v.problems
+
+
+def _deep(root: Path, depth: int, name: str) -> None:
+    fd = os.open(root, os.O_RDONLY)
+    for _ in range(depth):
+        os.mkdir(name, dir_fd=fd)
+        below = os.open(name, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = below
+    leaf = os.open("leaf.py", os.O_WRONLY | os.O_CREAT, dir_fd=fd)
+    os.write(leaf, b"X = 1\n")
+    os.close(leaf)
+    os.close(fd)
+
+
+def test_the_diff_of_a_tree_deeper_than_recursion_and_longer_than_path_max_lists_it(tmp_path):
+    from codeloop.agent.patches import unified_diff
+
+    base, work = tmp_path / "base", tmp_path / "work"
+    base.mkdir()
+    work.mkdir()
+    _deep(work, 3000, "d")
+    _deep(work, 20, "x" * 250)
+    diff = unified_diff(str(base), str(work))
+    assert "+++ b/" + "d/" * 3000 + "leaf.py" in diff
+    assert "+++ b/" + ("x" * 250 + "/") * 20 + "leaf.py" in diff

@@ -42,6 +42,7 @@ from codeloop.config import SandboxConfig
 from codeloop.io import write_tasks
 from codeloop.sandbox import make_executor
 from codeloop.sandbox.docker_backend import skip_without_docker_engine
+from codeloop.sandbox.trees import list_tree
 from tests import _seal_attacks as sa
 from tests._repo_fixture import make_repo_task, open_agent_env
 
@@ -114,20 +115,20 @@ def _free_fifos(ws_root: str, seen: dict[str, float], freed: list[str]) -> None:
     """Open for writing (and close) every FIFO under the workspaces that has sat there
     past FIFO_PATIENCE_S: a host-side read blocked on it gets EOF and goes on."""
     now = time.monotonic()
-    for top, _dirs, files in os.walk(ws_root):
-        for name in files:
-            path = os.path.join(top, name)
+    try:
+        found = list_tree(ws_root)  # a run's tree may be any depth: no recursion here
+    except OSError:
+        return  # a workspace went while it was listed: the next look sees the rest
+    for rel, mode in found:
+        path = os.path.join(ws_root, rel)
+        if not stat.S_ISFIFO(mode) or len(path) >= 4000:
+            continue
+        if now - seen.setdefault(path, now) > FIFO_PATIENCE_S and path not in freed:
             try:
-                if not stat.S_ISFIFO(os.lstat(path).st_mode):
-                    continue
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+                freed.append(path)
             except OSError:
-                continue
-            if now - seen.setdefault(path, now) > FIFO_PATIENCE_S and path not in freed:
-                try:
-                    os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
-                    freed.append(path)
-                except OSError:
-                    pass
+                pass
 
 
 def _judge_watched(items, repos: str, ex, out: Batch):

@@ -107,6 +107,7 @@ from codeloop.agent.workspace import node_file, remove_tree
 from codeloop.config import AgentConfig
 from codeloop.sandbox.base import CmdJob, Executor, SandboxError
 from codeloop.sandbox.pool import child_python
+from codeloop.sandbox.trees import list_tree
 from codeloop.schema import Task, require_kind
 
 PYTEST_ARGS = ("-q", "--tb=short", "-p", "no:cacheprovider", "--rootdir=.",
@@ -480,14 +481,9 @@ def _watched(prep: _Prepared, written: list[str]) -> None:
 
 
 def _links(root: str) -> set[str]:
-    """Relpaths of every symbolic link under ``root`` (never followed)."""
-    out = set()
-    for top, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = os.path.join(top, name)
-            if stat.S_ISLNK(os.lstat(path).st_mode):
-                out.add(os.path.relpath(path, root))
-    return out
+    """Relpaths of every symbolic link under ``root`` (never followed; walked by dir fds,
+    so a run's tree of any depth or path length is read)."""
+    return {rel for rel, mode in list_tree(root) if stat.S_ISLNK(mode)}
 
 
 def _after_run(prep: _Prepared) -> None:

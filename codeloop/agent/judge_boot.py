@@ -72,17 +72,38 @@ def is_test_file(rel):
     return name.startswith("test_") or name.endswith("_test.py")
 
 
+def walk_files(root):
+    """Paths of the regular files under ``root`` (links and __pycache__/.git skipped).
+    No recursion, whatever depth a command gave the tree; a dir whose path the system
+    cannot take (past PATH_MAX) is skipped: nothing there can be imported either."""
+    out, todo = [], [root]
+    while todo:
+        top = todo.pop()
+        try:
+            with os.scandir(top) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                if e.name not in ("__pycache__", ".git"):
+                    todo.append(e.path)
+            elif e.is_file(follow_symlinks=False):
+                out.append(e.path)
+    return sorted(out)
+
+
 def snapshot_tests(root):
     """abs path -> bytes of every test module under ``root``, read before the tree's code
     runs: the tests are imported from these bytes, whatever the disk says later."""
     out = {}
-    for top, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in ("__pycache__", ".git")]
-        for name in files:
-            path = os.path.join(top, name)
-            if is_test_file(os.path.relpath(path, root)) and not os.path.islink(path):
+    for path in walk_files(root):
+        if is_test_file(os.path.relpath(path, root)):
+            try:
                 with open(path, "rb") as fh:
                     out[os.path.abspath(path)] = fh.read()
+            except OSError:
+                continue
     return out
 
 
@@ -421,11 +442,7 @@ class Guard:
 
 
 def _tree_files(root):
-    out = []
-    for top, dirs, files in os.walk(os.path.realpath(root)):
-        dirs[:] = [d for d in dirs if d not in ("__pycache__", ".git")]
-        out += [os.path.join(top, n) for n in files]
-    return out
+    return walk_files(os.path.realpath(root))
 
 
 def env_plugins():

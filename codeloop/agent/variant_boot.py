@@ -56,10 +56,10 @@ class KillHook:
       compiles code under another file's name, uses ctypes or adds an audit hook.
     """
 
-    def __init__(self, root, changed):
+    def __init__(self, boot, root, changed):
         self.root = os.path.realpath(root) + "/"
         self.changed = frozenset(os.path.join(os.path.realpath(root), r) for r in changed)
-        self.present = frozenset(_tree_files(root))
+        self.present = frozenset(boot.walk_files(os.path.realpath(root)))
         self.getframe, self.realpath, self.busy = sys._getframe, os.path.realpath, [False]
 
     def untrusted(self, code):
@@ -102,23 +102,6 @@ def _other_proc(path, realpath):
     parts = realpath(path).split("/")
     return len(parts) > 2 and parts[1] == "proc" and parts[2].isdigit() and (
         int(parts[2]) != os.getpid())
-
-
-def _tree_files(root):
-    out, todo = [], [os.path.realpath(root)]
-    while todo:  # no recursion: whatever depth the tree has
-        top = todo.pop()
-        try:
-            entries = list(os.scandir(top))
-        except OSError:
-            continue
-        for e in entries:
-            if e.is_dir(follow_symlinks=False):
-                if e.name not in ("__pycache__", ".git"):
-                    todo.append(e.path)
-            else:
-                out.append(e.path)
-    return out
 
 
 class Outcome:
@@ -213,7 +196,7 @@ def main():
             pass
     snap = boot.snapshot_tests(os.getcwd())
     plugins = boot.env_plugins()
-    sys.addaudithook(KillHook(os.getcwd(), spec.get("changed", [])))
+    sys.addaudithook(KillHook(boot, os.getcwd(), spec.get("changed", [])))
     sys.path.insert(0, os.getcwd())
     encode, nonce, seq, pid = boot._encode, spec["nonce"], 0, os.getpid()
 

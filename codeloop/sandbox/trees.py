@@ -188,3 +188,47 @@ def remove_tree(path):
 def empty_tree(path):
     """Remove everything below the dir ``path``; the dir itself stays."""
     _tree_at_parent(path, _tree_empty_at)
+
+
+def list_tree(path, skip=frozenset()):
+    """(relpath, st_mode) of every entry below the dir ``path``, a dir before what it
+    holds; a link is listed, never entered; dirs named in ``skip`` are listed, not
+    entered; a dir that cannot be opened is listed, not entered."""
+    out = []
+
+    def listing(fd, rel):
+        subdirs = []
+        for entry in _tree_entries(fd):
+            mode = entry.stat(follow_symlinks=False).st_mode
+            out.append((f"{rel}/{entry.name}" if rel else entry.name, mode))
+            if stat.S_ISDIR(mode) and entry.name not in skip:
+                subdirs.append(entry.name)
+        return subdirs
+
+    fd = os.open(path, TREE_DIR_FLAGS)
+    try:
+        st = os.fstat(fd)
+        stack = [((st.st_dev, st.st_ino), "", listing(fd, ""))]
+        while True:
+            _, rel, todo = stack[-1]
+            if todo:
+                name = todo.pop()
+                try:
+                    child = _tree_open(fd, name)
+                except (FileNotFoundError, NotADirectoryError, PermissionError):
+                    continue
+                os.close(fd)
+                fd = child
+                st = os.fstat(fd)
+                below = f"{rel}/{name}" if rel else name
+                stack.append(((st.st_dev, st.st_ino), below, listing(fd, below)))
+                continue
+            _, done, _ = stack.pop()
+            if not stack:
+                return out
+            parent = os.open("..", TREE_DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            _tree_check(fd, stack[-1][0], done)
+    finally:
+        os.close(fd)
