@@ -43,6 +43,7 @@ from codeloop.policy.engine import EngineError, EngineSettings, SamplingSpec, ma
 log = logging.getLogger(__name__)
 WORKER = Path(vllm_worker.__file__).resolve()
 LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+CPU_BATCHED_TOKENS = 4096  # vLLM's CPU default budget of tokens per engine step
 
 
 def engine_python() -> str:
@@ -63,10 +64,21 @@ def connect(settings: EngineSettings, base_dir: Path, *, lora_rank: int, version
     return LocalVllm(settings, base_dir, lora_rank)
 
 
+def engine_dtype(dtype: str, base_dir: Path) -> str:
+    """policy.engine_dtype for vLLM: ``auto`` is the checkpoint's own dtype. vLLM's own
+    ``auto`` serves a float32 checkpoint in half precision, so the engine's log-probs would
+    not be those of the weights the trainer holds."""
+    if dtype != "auto":
+        return dtype
+    cfg = json.loads((base_dir / "config.json").read_text())
+    return str(cfg.get("dtype") or cfg.get("torch_dtype") or "auto")
+
+
 def llm_kwargs(settings: EngineSettings, base_dir: Path, lora_rank: int, gpu: bool) -> dict:
     """vLLM ``LLM`` arguments for the checkpoint (module doc)."""
     kw = {
-        "model": str(base_dir), "tokenizer": str(base_dir), "dtype": settings.dtype,
+        "model": str(base_dir), "tokenizer": str(base_dir),
+        "dtype": engine_dtype(settings.dtype, base_dir),
         "seed": settings.seed, "max_model_len": max_context_of(base_dir),
         "enable_prefix_caching": True, "generation_config": "vllm",
         # temperature 1: log_softmax(logits), as hf rows store them; else what it sampled
@@ -80,7 +92,13 @@ def llm_kwargs(settings: EngineSettings, base_dir: Path, lora_rank: int, gpu: bo
     if gpu:
         kw.update(gpu_memory_utilization=settings.memory, enable_sleep_mode=True)
     else:
-        kw.update(enforce_eager=True, compilation_config={"mode": 0})
+        # A seeded request whose prompt is prefilled in chunks has its random stream
+        # rewound after each chunk, which a CPU torch generator cannot do (it has no
+        # offset): on a CPU every prompt is prefilled whole, so the budget of a step holds
+        # the longest one.
+        kw.update(enforce_eager=True, compilation_config={"mode": 0},
+                  enable_chunked_prefill=False,
+                  max_num_batched_tokens=max(CPU_BATCHED_TOKENS, kw["max_model_len"]))
     return kw
 
 

@@ -13,7 +13,9 @@ answers ``{"op": "ready", ...}`` or ``{"op": "error", "error": ...}`` and exits.
   ``{"op": "out", "id", "ids", "logps", "finish"}`` comes when it finishes, whatever was
   submitted after it (continuous batching: requests join the running batch as they come).
 - ``{"op": "sync", "id", "path"}`` reloads the full weights from a checkpoint directory
-  in place once every running request has finished; ``{"op": "synced", "id", "seconds"}``.
+  in place once every running request has finished (on a CPU a head tied to the
+  embeddings is re-packed after it: ``refresh_tied_heads``); ``{"op": "synced", "id",
+  "seconds"}``.
 - ``{"op": "sleep"|"wake", "id"}`` frees / takes back the device memory (GPU sleep mode);
   ``{"op": "done", "id"}``.
 - ``{"op": "close"}`` or end of stdin ends the process.
@@ -57,6 +59,28 @@ def read_requests(inbox: queue.Queue) -> None:
     inbox.put(None)
 
 
+def refresh_tied_heads(model) -> int:
+    """Re-pack an output head tied to the input embeddings after an in-place reload.
+
+    On a CPU vLLM multiplies by a packed copy of each linear weight made when the model
+    was loaded. ``reload_weights`` writes new values into the tied embedding's storage,
+    which the head shares, but the head itself loads nothing from the checkpoint, so its
+    packed copy would keep the old weights. Returns how many heads were re-packed."""
+    from vllm.model_executor.layers.vocab_parallel_embedding import (
+        ParallelLMHead,
+        VocabParallelEmbedding,
+    )
+
+    embeddings = {id(m.weight) for m in model.modules()
+                  if isinstance(m, VocabParallelEmbedding) and not isinstance(m, ParallelLMHead)}
+    n = 0
+    for m in model.modules():
+        if isinstance(m, ParallelLMHead) and id(m.weight) in embeddings:
+            m.quant_method.process_weights_after_loading(m)
+            n += 1
+    return n
+
+
 class Worker:
     def __init__(self, replies: Replies, start: dict) -> None:
         from vllm import LLM
@@ -67,6 +91,9 @@ class Worker:
         self.engine = self.llm.llm_engine
         self.start_s = time.perf_counter() - t0
         self.loras: dict[str, int] = {}
+        from vllm.platforms import current_platform
+
+        self.cpu = current_platform.is_cpu()
 
     def request(self, m: dict) -> None:
         from vllm import SamplingParams
@@ -118,6 +145,8 @@ class Worker:
         t0 = time.perf_counter()
         if m["op"] == "sync":
             self.llm.collective_rpc("reload_weights", kwargs={"weights_path": m["path"]})
+            if self.cpu:
+                self.llm.apply_model(refresh_tied_heads)
             self.llm.reset_prefix_cache()
             self.replies.send(op="synced", id=m["id"], seconds=time.perf_counter() - t0)
         elif m["op"] == "sleep":
