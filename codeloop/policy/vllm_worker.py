@@ -81,6 +81,21 @@ def refresh_tied_heads(model) -> int:
     return n
 
 
+class WeightSync:
+    """Mixed into a vLLM server's workers (``--worker-extension-cls
+    codeloop.policy.vllm_worker.WeightSync``, this checkout on its PYTHONPATH): one
+    ``/collective_rpc`` call ``codeloop_sync`` reloads a checkpoint in place and re-packs
+    a tied head, as the engine beside a stage does (``Worker.control``)."""
+
+    def codeloop_sync(self, weights_path: str) -> int:
+        from vllm.platforms import current_platform
+
+        self.model_runner.reload_weights(weights_path=weights_path)
+        if current_platform.is_cpu():
+            return refresh_tied_heads(self.model_runner.get_model())
+        return 0
+
+
 class Worker:
     def __init__(self, replies: Replies, start: dict) -> None:
         from vllm import LLM
