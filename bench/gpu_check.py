@@ -1,7 +1,7 @@
 """The GPU check behind ``scripts/gpu_check.sh``: rollout tokens/s and a GRPO step on a
 random-initialised model shaped like Qwen2.5-Coder-0.5B in bf16, beside TRL.
 
-Run on one GPU: ``python bench/gpu_check.py [--out gpu_check.json]``; on CPU with tiny
+Run on one GPU: ``python bench/gpu_check.py [--out metrics/gpu_check.json]``; on CPU with tiny
 sizes to check the code path: ``--cpu-smoke``. Figures (also written to --out as JSON):
 
 1. rollout: ``Policy.generate`` on prompts x samples x new tokens (64 x 8 x 256 on GPU),
@@ -12,7 +12,19 @@ sizes to check the code path: ``--cpu-smoke``. Figures (also written to --out as
 3. the same step through TRL's GRPOTrainer (generate + score + update, equal batch,
    group, completion length, loss, precision and gradient checkpointing), full and
    LoRA, and the ratio TRL / codeloop (codeloop's side timed as rollout + step). QLoRA
-   has no TRL counterpart here (TRL would need its own quantized model_init_kwargs).
+   has no TRL counterpart here (TRL would need its own quantized model_init_kwargs);
+4. the inference engine (``policy.engine: vllm``, ``bash scripts/setup.sh --vllm``) on a
+   random model shaped like Qwen2.5-Coder-1.5B in bf16: rollout tokens/s of the hf sampler
+   (`Policy.generate`) and of the engine (`EnginePolicy.generate`) on the same 64 prompts
+   x 256 new tokens, the engine's start seconds, and the seconds of one weight sync
+   (`EnginePolicy.sync` to another checkpoint of the same shape, reloaded in place from
+   disk, as after a GRPO update). Without the engine installed this part is skipped and
+   the JSON says why.
+
+Every figure is written to --out (default metrics/gpu_check.json) as soon as its part
+ends, so a run stopped by scripts/gpu_check.sh's time limit keeps what it measured;
+``timings`` has each part's wall seconds. ``--cpu-smoke`` runs every part at tiny sizes
+(the engine's tiny model has head size 32, the least vLLM's CPU kernels take).
 """
 
 from __future__ import annotations
@@ -30,17 +42,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from bench.generation import _plain  # noqa: E402
+from bench.generation import _plain, _timed  # noqa: E402
 from bench.grpo_vs_trl import _reward, trl_step_times  # noqa: E402
 from codeloop.config import LoraConfig, TrainConfig  # noqa: E402
 from codeloop.data.generator import generate_tasks  # noqa: E402
-from codeloop.policy.model import Policy  # noqa: E402
-from codeloop.policy.tiny import QWEN25_05B, build_model, build_tokenizer  # noqa: E402
+from codeloop.policy.engine import EngineSettings  # noqa: E402
+from codeloop.policy.engine_policy import open_engine_policy  # noqa: E402
+from codeloop.policy.model import VERSION_FILE, Policy  # noqa: E402
+from codeloop.policy.tiny import QWEN25_05B, QWEN25_15B, build_model, build_tokenizer  # noqa: E402
+from codeloop.policy.vllm_engine import engine_missing  # noqa: E402
 from codeloop.schema import Trajectory, TrajectoryMetadata  # noqa: E402
 from codeloop.train.trainer import GRPOUpdater, peak_memory_mb, prepare_batch  # noqa: E402
 
 GPU = {"prompts": 64, "samples": 8, "new_tokens": 256, "micro": 16, "trl_steps": 2}
 SMOKE = {"prompts": 4, "samples": 2, "new_tokens": 8, "micro": 4, "trl_steps": 2}
+ENGINE_GPU = {"batch": 64, "new_tokens": 256, "shape": QWEN25_15B, "name": "Qwen2.5-Coder-1.5B"}
+ENGINE_SMOKE = {"batch": 4, "new_tokens": 8, "name": "tiny",
+                "shape": {"hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2}}
 LORA = LoraConfig(r=16, alpha=32.0, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
 
 
@@ -120,6 +138,55 @@ def grpo_step(model_dir: Path, trajs, size: dict, device, lora: bool, bf16: bool
             "loss": row["loss"], "rows": len(items)}
 
 
+def build_engine_models(out: Path, spec: dict, device, dtype) -> tuple[Path, Path]:
+    """Checkpoint a of the engine's shape and b, the same weights nudged (every tensor
+    x 1.01, a sync must move all of them): each with its model_version written, so
+    loading never hashes gigabytes."""
+    tok = build_tokenizer("qwen2")
+    with torch.device(device):  # a 1.5B random init takes seconds on the GPU, minutes on a CPU
+        model = build_model("qwen2", tok, seed=0, **spec["shape"]).to(dtype)
+    paths = (out / "engine-a", out / "engine-b")
+    for k, path in enumerate(paths):
+        if k:
+            with torch.no_grad():
+                for param in model.parameters():
+                    param.mul_(1.01)
+        model.save_pretrained(path, safe_serialization=True)
+        tok.save_pretrained(path)
+        (path / VERSION_FILE).write_text(f"gpu-check-{path.name}\n")
+    del model
+    return paths
+
+
+def engine_rollout(out: Path, prompts, spec: dict, device, dtype) -> dict:
+    """hf vs the vLLM engine on one batch (module doc, 4), then one weight sync."""
+    a, b = build_engine_models(out, spec, device, dtype)
+    hf = Policy.load(a)
+    hf.model.to(device, dtype)
+    ids = [hf.format.prompt_ids(t) for t in prompts[: spec["batch"]]]
+    _timed(hf, ids[:1], 2)  # warm-up
+    _sync(device)
+    hf_tokens, hf_s = _timed(hf, ids, spec["new_tokens"])
+    del hf
+    if device.type == "cuda":
+        torch.cuda.empty_cache()  # the engine takes its share of what is free
+    engine = open_engine_policy(a, EngineSettings(device=str(device), seed=0))
+    try:
+        _timed(engine, ids[:1], 2)  # warm-up
+        vllm_tokens, vllm_s = _timed(engine, ids, spec["new_tokens"])
+        sync_s = engine.sync(b)
+        after, _ = _timed(engine, ids[:1], 2)  # the synced weights serve
+    finally:
+        engine.close()
+    return {
+        "shape": spec["name"], "batch": len(ids), "new_tokens": spec["new_tokens"],
+        "hf_tokens_per_s": hf_tokens / hf_s, "vllm_tokens_per_s": vllm_tokens / vllm_s,
+        "ratio_vllm_over_hf": (vllm_tokens / vllm_s) / (hf_tokens / hf_s),
+        "engine_start_s": engine.stats.start_s, "weight_sync_s": sync_s,
+        "tokens_after_sync": after,
+    }
+
+
 def trl_step(model_dir: Path, work: Path, prompts, size: dict, device, lora: bool, bf16: bool):
     """Median wall time of TRL GRPOTrainer steps with the same batch and settings."""
     from peft import LoraConfig as PeftLora
@@ -146,8 +213,9 @@ def trl_step(model_dir: Path, work: Path, prompts, size: dict, device, lora: boo
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on CPU (code path)")
-    ap.add_argument("--out", default="gpu_check.json")
+    ap.add_argument("--out", default="metrics/gpu_check.json")
     ap.add_argument("--skip-trl", action="store_true")
+    ap.add_argument("--skip-engine", action="store_true")
     a = ap.parse_args()
     smoke = a.cpu_smoke
     if not smoke and not torch.cuda.is_available():
@@ -156,34 +224,60 @@ def main() -> int:
     device = torch.device("cpu" if smoke else "cuda")
     size = SMOKE if smoke else GPU
     bf16 = not smoke  # TRL's default precision on GPU; fp32 on the CPU smoke run
+    dtype = torch.bfloat16 if bf16 else torch.float32
     results: dict = {"device": torch.cuda.get_device_name() if not smoke else "cpu",
-                     "shape": "tiny" if smoke else "Qwen2.5-Coder-0.5B", "size": size}
+                     "shape": "tiny" if smoke else "Qwen2.5-Coder-0.5B", "size": size,
+                     "timings": {}}
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def done(part: str, t0: float) -> None:  # every part's figures land at once
+        results["timings"][part] = round(time.perf_counter() - t0, 1)
+        out.write_text(json.dumps(results, indent=2) + "\n")
+
     with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
         model_dir = build(Path(tmp) / "model", smoke)
-        prompts = generate_tasks(size["prompts"], seed=7)
+        prompts = generate_tasks(max(size["prompts"], ENGINE_GPU["batch"]), seed=7)
         policy = Policy.load(model_dir)
-        policy.model.to(device, torch.bfloat16 if bf16 else torch.float32)
-        trajs, results["rollout"] = rollout(policy, prompts, size, device)
+        policy.model.to(device, dtype)
+        trajs, results["rollout"] = rollout(policy, prompts[: size["prompts"]], size, device)
         del policy
+        done("rollout", t0)
         for lora in (False, True):
             key = "lora" if lora else "full"
+            t0 = time.perf_counter()
             results[f"codeloop_step_{key}"] = grpo_step(model_dir, trajs, size, device, lora, bf16)
+            done(f"codeloop_step_{key}", t0)
             if a.skip_trl:
                 continue
-            trl = trl_step(model_dir, Path(tmp), prompts, size, device, lora, bf16)
+            t0 = time.perf_counter()
+            trl = trl_step(model_dir, Path(tmp), prompts[: size["prompts"]], size, device, lora,
+                           bf16)
             ours = (
                 results["rollout"]["codeloop_rollout_s"]
                 + results[f"codeloop_step_{key}"]["seconds"]
             )
             results[f"trl_step_{key}"] = trl
             results[f"ratio_trl_over_codeloop_{key}"] = trl["seconds"] / ours
+            done(f"trl_step_{key}", t0)
+        t0 = time.perf_counter()
         if importlib.util.find_spec("bitsandbytes") is None:  # not worth a crash at the end
             results["codeloop_step_qlora"] = {"skipped": "pip install 'codeloop[qlora]'"}
         else:
             results["codeloop_step_qlora"] = grpo_step(
                 model_dir, trajs, size, device, True, bf16, quantize="4bit"
             )
-    Path(a.out).write_text(json.dumps(results, indent=2) + "\n")
+        done("codeloop_step_qlora", t0)
+        t0 = time.perf_counter()
+        missing = "--skip-engine" if a.skip_engine else engine_missing()
+        if missing:
+            results["engine"] = {"skipped": f"{missing}: bash scripts/setup.sh --vllm"}
+            print(f"gpu_check: engine part skipped ({results['engine']['skipped']})")
+        else:
+            spec = ENGINE_SMOKE if smoke else ENGINE_GPU
+            results["engine"] = engine_rollout(Path(tmp), prompts, spec, device, dtype)
+        done("engine", t0)
     print(json.dumps(results, indent=2))
     return 0
 

@@ -4,7 +4,8 @@
 classes, 1-2 layers, small vocab) and a fast tokenizer with a real jinja chat template
 (special tokens, a tool-call syntax) to a local directory, so ``policy.model: <dir>``
 exercises the chat path of every stage with no download. Sizes can be raised to the
-shape of a real checkpoint (``qwen2_config(**QWEN25_05B)``) for benchmarks.
+shape of a real checkpoint (``qwen2_config(**QWEN25_05B)``, ``QWEN25_15B``) for
+benchmarks.
 
 The two templates differ on purpose: Qwen's ChatML (``<|im_start|>role ... <|im_end|>``,
 tools in the system turn, ``<tool_call>`` JSON in the reply, tool results as
@@ -30,6 +31,18 @@ QWEN25_05B = {
     "intermediate_size": 4864,
     "num_hidden_layers": 24,
     "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 32768,
+    "tie_word_embeddings": True,
+}
+
+# Qwen2.5-Coder-1.5B's shape (its config.json, 1.54B parameters, the same vocabulary).
+QWEN25_15B = {
+    "vocab_size": 151936,
+    "hidden_size": 1536,
+    "intermediate_size": 8960,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 12,
     "num_key_value_heads": 2,
     "max_position_embeddings": 32768,
     "tie_word_embeddings": True,

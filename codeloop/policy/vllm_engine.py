@@ -29,6 +29,7 @@ synced when they differ.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
@@ -60,6 +61,21 @@ def engine_python() -> str:
         return env
     beside = Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"
     return str(beside) if beside.exists() else sys.executable
+
+
+FIND_VLLM = "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)"
+
+
+@functools.lru_cache(maxsize=1)
+def engine_missing() -> str:
+    """Why no engine can start beside a stage here ("" when one can): no engine
+    interpreter, or one without vllm (``bash scripts/setup.sh --vllm`` installs it)."""
+    py = engine_python()
+    if not Path(py).exists():
+        return f"no engine interpreter at {py}"
+    if subprocess.run([py, "-c", FIND_VLLM], capture_output=True).returncode != 0:
+        return f"{py} has no vllm"
+    return ""
 
 
 def connect(settings: EngineSettings, base_dir: Path, *, lora_rank: int, version: str):
