@@ -209,6 +209,8 @@ def surely_reached(fn) -> list[ast.stmt]:
     out = []
     for stmt in fn.body:
         out.append(stmt)
+        if isinstance(stmt, SCOPES):  # a nested def's returns are its own frame's
+            continue
         if any(isinstance(n, ast.Return) for n in [stmt, *walk_scope(stmt)]):
             break
     return out

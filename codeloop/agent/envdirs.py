@@ -33,6 +33,8 @@ BOOT_NAME = "codeloop_judge_boot.py"  # the sealed pytest entry (judge_boot.py)
 BOOT_SRC = Path(__file__).with_name("judge_boot.py")
 RUNNER_NAME = "codeloop_variant_boot.py"  # one test at a time, alone (variant_boot.py)
 RUNNER_SRC = Path(__file__).with_name("variant_boot.py")
+TREES_NAME = "codeloop_trees.py"  # the runner's tree walking (codeloop/sandbox/trees.py)
+TREES_SRC = Path(__file__).parents[1] / "sandbox" / "trees.py"
 
 
 def _module_files(name: str) -> list[tuple[str, Path]]:
@@ -107,7 +109,8 @@ def plugin_env(envs_root: str) -> str:
 def judge_env(envs_root: str) -> str:
     """The env dir of the judge's two entries: the sealed pytest run (judge_boot.py) and
     the variant runner (variant_boot.py, which imports the first beside it)."""
-    return build_env(envs_root, "judge", [(BOOT_NAME, BOOT_SRC), (RUNNER_NAME, RUNNER_SRC)])
+    return build_env(envs_root, "judge", [(BOOT_NAME, BOOT_SRC), (RUNNER_NAME, RUNNER_SRC),
+                                          (TREES_NAME, TREES_SRC)])
 
 
 def boot_file(envs_root: str) -> str:

@@ -129,7 +129,7 @@ class JudgeConfig:
     max_patch_bytes: int = 1_000_000  # larger: refused unread (status patch_too_large)
     mutants: int = 16  # mutant canaries per run, over the F2P and hidden tests
     variant_mutants: int = 2  # mutants of each F2P and hidden test in the variant run
-    variant_targets: int = 16  # tests the variant run takes at most (F2P first)
+    variant_targets: int = 8  # F2P tests and hidden tests the variant run samples, each
     variant_timeout_s: float = 60.0  # one variant's test
     disqualify: frozenset[str] = (
         hacks.DISQUALIFYING | frozenset(CHANNEL_FLAGS) | frozenset(JUDGE_FLAGS)
@@ -418,7 +418,11 @@ def _prepare(
         return prep
     envs_root = ws_root.envs_root
     paths = [ws_root.env_inside(p) for p in env_paths(task, envs_root)]
-    _variants(prep, tree, new_ws(), ws_root, paths, cfg)
+    try:
+        _variants(prep, tree, new_ws(), ws_root, paths, cfg)
+    except OSError as exc:  # a tree the patch shaped that we cannot copy: its row
+        _judge_error(prep.verdict, f"variant run: {type(exc).__name__}: {exc}")
+        return prep
     _plant(prep, tree, cfg)
     prep.ids = list(dict.fromkeys([*task.fail_to_pass, *task.pass_to_pass, *task.hidden_tests,
                                    *prep.planted.must_fail, *prep.planted.must_pass,
@@ -440,12 +444,12 @@ def _variants(prep: _Prepared, tree: str, ws: str, ws_root, paths: list[str],
               cfg: JudgeConfig) -> None:
     """The variant run of the F2P and hidden tests, in a copy of the sealed tree in ``ws``."""
     task = prep.task
-    targets = [*task.fail_to_pass, *task.hidden_tests]
-    plan = variants.plan_variants(prep.tests, targets, random.Random(secrets.randbits(64)),
-                                  mutants=cfg.variant_mutants, max_targets=cfg.variant_targets)
+    plan = variants.plan_variants(
+        prep.tests, [task.fail_to_pass, task.hidden_tests], random.Random(secrets.randbits(64)),
+        mutants=cfg.variant_mutants, max_each=cfg.variant_targets)
     if not plan.variants:
         return
-    own = {node_file(n) for n in [*targets, *task.pass_to_pass]}
+    own = {node_file(n) for n in [*task.fail_to_pass, *task.hidden_tests, *task.pass_to_pass]}
     variants.variant_tree(tree, os.path.join(ws, "repo"), prep.tests, own, plan)
     prep.vplan = plan
     prep.vnonce, prep.vjob = variants.variant_job(

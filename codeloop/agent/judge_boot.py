@@ -355,9 +355,10 @@ class Guard:
       (patch code asking), or swaps the code or defaults of a test's or pytest's function
       (anyone asking).
 
-    "The patch's code" is a file the patch changed, a file under the tree that was not
-    there when the run started, or code compiled from a string there. The task's own code
-    and test files, the standard library, pytest and the env dirs are trusted.
+    "The patch's code" is any code not of a trusted origin (``untrusted``): a file the
+    patch changed, a file that was not there when the run started (under the tree, /tmp
+    or anywhere), code compiled from a string. The task's own code and test files, the
+    standard library, pytest and the env dirs are trusted.
     """
 
     def __init__(self, chan, root, changed, tests, trusted_dirs):
@@ -376,10 +377,16 @@ class Guard:
         return path in self.present and path not in self.changed
 
     def untrusted(self, code):
+        """Code is trusted by where it comes from: the standard library, pytest, the env
+        dirs, or a file of the task's tree the patch left alone; anything else (the
+        patch's files, files the run made, under the tree or /tmp or anywhere, code
+        compiled from a string) is the patch's."""
         name = code.co_filename
         if name.startswith("<"):
             return not name.startswith("<frozen")
-        return name in self.changed or (name.startswith(self.root) and name not in self.present)
+        if name.startswith(self.trusted):
+            return False
+        return not (name.startswith(self.root) and self.base_file(name))
 
     def _api(self, code):
         return (os.path.basename(code.co_filename), code.co_name) in FRAME_APIS

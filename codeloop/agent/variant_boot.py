@@ -11,10 +11,16 @@ variants file and the result fd, and runs the one test with pytest, its module s
 from those bytes; it writes the test's outcome to a pipe of its own and exits. The runner
 waits (``timeout`` seconds at most), then writes one ``var`` record under the run's nonce.
 
-An audit hook (``KillHook``), set before any code of the tree runs, ends a child that
-reaches for what lies beyond its own variant. Once the test's module is imported its
-source is no longer served (the file on disk is an empty stand-in). A child's outcome is
-its own word: what it cannot do is know which variant it is (codeloop.agent.variants).
+Nothing a variant learns reaches another: the runner is not dumpable (no process of the
+job can read its memory or open its files through /proc, the variants file included,
+whatever it executes), it is the subreaper of everything a child starts (all killed when
+the child is done), and between two children the tree, the workspace beside it and the
+job's home and scratch dirs are put back as they were (``Slate``). An audit hook
+(``KillHook``), set before any code of the tree runs, ends a child whose patch code takes
+frames or code objects, walks the gc, traces, builds code under another file's name or
+uses ctypes. Once the test's module is imported its source is no longer served (the file
+on disk is an empty stand-in). A child's outcome is its own word: what it cannot do is
+know which variant it is (codeloop.agent.variants).
 """
 
 import json
@@ -26,6 +32,8 @@ import sys
 import time
 
 KILLED = 86  # a child's exit status when the audit hook ended it
+RUNNER = os.path.abspath(__file__)
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 OUTCOMES = ("passed", "failed", "error", "skipped", "missing", "timeout")
 
 
@@ -56,17 +64,24 @@ class KillHook:
       compiles code under another file's name, uses ctypes or adds an audit hook.
     """
 
-    def __init__(self, boot, root, changed):
+    def __init__(self, boot, root, changed, trusted):
         self.root = os.path.realpath(root) + "/"
         self.changed = frozenset(os.path.join(os.path.realpath(root), r) for r in changed)
         self.present = frozenset(boot.walk_files(os.path.realpath(root)))
+        self.trusted = tuple(os.path.realpath(d) + "/" for d in trusted)
         self.getframe, self.realpath, self.busy = sys._getframe, os.path.realpath, [False]
 
     def untrusted(self, code):
+        """By origin: the standard library, pytest, the env dirs and the tree's files the
+        patch left alone are trusted; anything else (changed files, files the run made
+        anywhere, code compiled from a string) is the patch's."""
         name = code.co_filename
         if name.startswith("<"):
             return not name.startswith("<frozen")
-        return name in self.changed or (name.startswith(self.root) and name not in self.present)
+        if name.startswith(self.trusted):
+            return False
+        return not (name.startswith(self.root) and name in self.present
+                    and name not in self.changed)
 
     def __call__(self, event, args):
         if self.busy[0]:
@@ -79,6 +94,8 @@ class KillHook:
             self.busy[0] = False
 
     def fatal(self, event, args):
+        if self.getframe(2).f_code.co_filename == RUNNER:
+            return False  # the runner's own bookkeeping (its /proc scan, its kills)
         if event == "open":
             return _other_proc(args[0], self.realpath)
         if event in ("os.kill", "os.killpg"):
@@ -102,6 +119,106 @@ def _other_proc(path, realpath):
     parts = realpath(path).split("/")
     return len(parts) > 2 and parts[1] == "proc" and parts[2].isdigit() and (
         int(parts[2]) != os.getpid())
+
+
+def seal_runner():
+    """No process may read the runner's memory or open files through /proc (it is not
+    dumpable: its /proc entries are root's), and every process a child leaves behind is
+    reparented to it (a subreaper), so none outlives its variant."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for option in (PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER):
+        if libc.prctl(option, 1 if option == PR_SET_CHILD_SUBREAPER else 0, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"prctl({option}) refused: {os.strerror(err)}")
+
+
+def end_strays():
+    """Kill and reap every process reparented to the runner (what a child left running)."""
+    me = str(os.getpid())
+    while True:
+        strays = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as fh:
+                    fields = fh.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[1].decode() == me:
+                strays.append(int(name))
+        if not strays:
+            return
+        for pid in strays:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+
+
+class Slate:
+    """What a child may write and the next one could read, put back as it was before the
+    first: the tree (from its bytes read at the start), the workspace beside it, the
+    job's home and scratch dirs (/tmp, /var/tmp, /dev/shm, /run/lock: the sandbox's, this
+    job's alone, emptied). No variant leaves notes for the next."""
+
+    def __init__(self, trees, root):
+        self.trees, self.root = trees, os.path.realpath(root)
+        self.entries = []  # (relpath, kind, data, mode), a dir before what it holds
+        todo = [""]
+        while todo:
+            rel = todo.pop()
+            with os.scandir(os.path.join(self.root, rel) if rel else self.root) as it:
+                for e in sorted(it, key=lambda e: e.name):
+                    sub = f"{rel}/{e.name}" if rel else e.name
+                    st = e.stat(follow_symlinks=False)
+                    if e.is_symlink():
+                        self.entries.append((sub, "link", os.readlink(e.path), 0))
+                    elif e.is_dir(follow_symlinks=False):
+                        self.entries.append((sub, "dir", None, st.st_mode & 0o7777))
+                        todo.append(sub)
+                    elif e.is_file(follow_symlinks=False):
+                        with open(e.path, "rb") as fh:
+                            self.entries.append((sub, "file", fh.read(), st.st_mode & 0o7777))
+
+    def restore(self):
+        home = os.path.realpath(os.environ.get("HOME") or "/nonexistent")
+        for place in (os.path.dirname(self.root), home, "/tmp", "/var/tmp", "/dev/shm",
+                      "/run/lock"):
+            self._empty(place, keep=(self.root, home))
+        self.trees.empty_tree(self.root)
+        for rel, kind, data, mode in sorted(self.entries, key=lambda x: x[0].count("/")):
+            path = os.path.join(self.root, rel)
+            if kind == "dir":
+                os.makedirs(path, exist_ok=True)
+                os.chmod(path, mode)
+            elif kind == "link":
+                os.symlink(data, path)
+        for rel, kind, data, mode in self.entries:
+            if kind == "file":
+                fd = os.open(os.path.join(self.root, rel), os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+                             | os.O_NOFOLLOW, mode)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+
+    def _empty(self, place, keep):
+        """Remove what ``place`` holds but the dirs on the way to ``keep`` (the tree, the
+        job's own home: the sandbox's per-job scratch dirs hold nothing else of ours)."""
+        try:
+            names = os.listdir(place)
+        except OSError:
+            return
+        for name in names:
+            path = os.path.join(place, name)
+            if any(k == path or k.startswith(path + "/") for k in keep):
+                continue
+            try:
+                self.trees.remove_tree(path)
+            except OSError:
+                pass
 
 
 class Outcome:
@@ -183,11 +300,14 @@ def main():
     sys.dont_write_bytecode = True
     sys.path.insert(0, here)
     import codeloop_judge_boot as boot  # its pinning and plugin loading, beside us
+    import codeloop_trees as trees  # walking and emptying a tree by dir fds
 
     sys.path.remove(here)
+    seal_runner()
+    slate = Slate(trees, os.getcwd())
     import importlib
 
-    import pytest  # noqa: F401 - loaded before the tree is on sys.path
+    import pytest  # loaded before the tree is on sys.path
 
     for name in boot.EAGER:
         try:
@@ -196,7 +316,10 @@ def main():
             pass
     snap = boot.snapshot_tests(os.getcwd())
     plugins = boot.env_plugins()
-    sys.addaudithook(KillHook(boot, os.getcwd(), spec.get("changed", [])))
+    stdlib = os.path.dirname(os.__file__)
+    pytest_dir = os.path.dirname(os.path.dirname(pytest.__file__))
+    sys.addaudithook(KillHook(boot, os.getcwd(), spec.get("changed", []),
+                              [stdlib, pytest_dir, here, *spec["paths"]]))
     sys.path.insert(0, os.getcwd())
     encode, nonce, seq, pid = boot._encode, spec["nonce"], 0, os.getpid()
 
@@ -223,7 +346,10 @@ def main():
             finally:
                 os._exit(0)
         os.close(w)
-        emit("var", id=header["id"], outcome=wait_outcome(r, child_pid, float(spec["timeout"])))
+        outcome = wait_outcome(r, child_pid, float(spec["timeout"]))
+        end_strays()
+        slate.restore()
+        emit("var", id=header["id"], outcome=outcome)
     emit("finish", records=seq)
     sys.stdout.flush()
     sys.stderr.flush()

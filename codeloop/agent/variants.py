@@ -37,8 +37,8 @@ import posixpath
 import random
 import re
 import secrets
-import shutil
 import struct
+import subprocess
 from dataclasses import dataclass, field
 
 from codeloop.agent.canaries import (
@@ -154,6 +154,11 @@ def _compared(stmt: ast.stmt) -> list[ast.AST]:
     return []
 
 
+# methods that keep two strings apart when one letter or digit of one of them changed
+SAFE_METHODS = frozenset({"capitalize", "lower", "upper", "title", "swapcase", "strip",
+                          "lstrip", "rstrip"})
+
+
 def _uses(fn) -> dict[str, int]:
     """How often each name is read in fn (nested scopes included)."""
     out: dict[str, int] = {}
@@ -163,23 +168,46 @@ def _uses(fn) -> dict[str, int]:
     return out
 
 
-def _literal_sites(src: Source, fn) -> list[Site]:
-    """Literals an assertion compares with, directly or through a name bound to one and
-    read only there (a value that also feeds the call would change what is checked)."""
-    body, uses = surely_reached(fn), _uses(fn)
-    bound: dict[str, ast.AST] = {}
-    for stmt in body:
-        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
-                and isinstance(stmt.targets[0], ast.Name) and is_literal(stmt.value)
-                and uses.get(stmt.targets[0].id) == 1):
-            bound[stmt.targets[0].id] = stmt.value
-    out = []
+def _of_name(node: ast.AST, name: str) -> bool:
+    """``node`` is ``name`` itself or ``name`` through string methods that keep values
+    apart (``plural.capitalize()``)."""
+    while isinstance(node, ast.Call) and not node.args and not node.keywords:
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr in SAFE_METHODS):
+            return False
+        node = func.value
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _expected_names(fn, body: list[ast.stmt]) -> set[str]:
+    """Names read only as the expected side of equality assertions: changing the value a
+    name holds changes what is expected there and nothing the tree's code is given."""
+    uses, seen = _uses(fn), {}
     for stmt in body:
         ops = _compared(stmt)
         for a, b in ((ops[0], ops[1]), (ops[1], ops[0])) if ops else ():
-            lit = bound.get(b.id) if isinstance(b, ast.Name) else (b if is_literal(b) else None)
-            if lit is not None and not is_literal(a):
-                out.append(Site(src.span(lit)))
+            for n in ast.walk(a):
+                if isinstance(n, ast.Name) and _of_name(a, n.id) and not any(
+                        isinstance(m, ast.Name) and m.id == n.id for m in ast.walk(b)):
+                    seen[n.id] = seen.get(n.id, 0) + 1
+    return {name for name, count in seen.items() if count == uses.get(name)}
+
+
+def _literal_sites(src: Source, fn) -> list[Site]:
+    """Literals an assertion compares with, directly or through a name bound to one and
+    read only there (a value that also feeds the call would change what is checked)."""
+    body = surely_reached(fn)
+    expected = _expected_names(fn, body)
+    out = []
+    for stmt in body:
+        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name) and is_literal(stmt.value)
+                and stmt.targets[0].id in expected):
+            out.append(Site(src.span(stmt.value)))
+        ops = _compared(stmt)
+        for a, b in ((ops[0], ops[1]), (ops[1], ops[0])) if ops else ():
+            if is_literal(b) and not is_literal(a):
+                out.append(Site(src.span(b)))
     return out
 
 
@@ -291,11 +319,9 @@ def _target_case(src: Source, fn, node: NodeId, rng: random.Random) -> Case | No
         tokens[at] = token
         renamed = [_ids_insert(src, mark, tokens)]
     vals = _case_values(case, len(names))
-    uses = _uses(fn)
-    compared = {o.id for stmt in surely_reached(fn) for o in _compared(stmt)
-                if isinstance(o, ast.Name) and uses.get(o.id) == 1}
+    expected = _expected_names(fn, surely_reached(fn))
     sites = [Site(src.span(vals[i])) for i, name in enumerate(names)
-             if name in compared and is_literal(vals[i])]
+             if name in expected and is_literal(vals[i])]
     return Case(sites, renamed, f"[{token}]")
 
 
@@ -305,6 +331,94 @@ def _ids_insert(src: Source, mark: ast.Call, ids: list[str]) -> Edit:
     before = src.data[:end].rstrip()
     sep = b" " if before.endswith(b",") else b", "
     return end, end, sep + b"ids=" + repr(list(ids)).encode()
+
+
+# Every equality a variant's test asserts goes through this: equal as asserted, and not
+# equal to a value one step from either side (in an order drawn each time), which no
+# honest value is and an equality that holds whatever it is given is. Objects of classes
+# the test module defines itself (a test's own always-equal helper) are not probed.
+EQ = "_codeloop_eq"
+HELPER = f"""
+
+
+def {EQ}(a, b):
+    if not a == b:
+        return False
+    probes = [(a, b), (b, a)]
+    if __import__("os").urandom(1)[0] & 1:
+        probes.reverse()
+    own = {{id(v) for v in list(globals().values())
+           if isinstance(v, type) and v.__module__ == __name__}}
+    for x, y in probes:
+        if id(type(x)) in own:  # the test's own class: its equality is the test's to define
+            continue
+        other = {EQ}_step(y)
+        try:
+            if x == other:
+                return False
+        except Exception:
+            pass
+    return True
+
+
+def {EQ}_step(v):
+    t = type(v)
+    if t is bool:
+        return not v
+    if t in (int, complex):
+        return v + 1
+    if t is float and v == v and abs(v) != float("inf"):
+        return v + max(abs(v) * 1e-3, 1e-3)
+    if t in (str, bytes):
+        if not v:
+            return v + v[:0].__class__("x" if t is str else b"x")
+        last = v[-1] if t is str else chr(v[-1])
+        new = chr(ord(last) ^ 1) if last.isalnum() else "x"
+        return v[:-1] + (new if t is str else new.encode("latin-1"))
+    if t in (list, tuple):
+        return v + t([object()])
+    if t is dict:
+        return {{**v, object(): 0}}
+    if t in (set, frozenset):
+        return v | t([object()])
+    return object()
+"""
+
+
+def _eq_checks(src: Source, fn, mut: Edit | None) -> tuple[list[Edit], bool]:
+    """Edits routing the test's equality assertions through ``EQ`` (a mutation inside one
+    is carried along); whether the mutation was carried."""
+    def seg(node) -> bytes:
+        a, b = src.span(node)
+        text = src.data[a:b]
+        if mut is not None and a <= mut[0] and mut[1] <= b:
+            text = text[: mut[0] - a] + mut[2] + text[mut[1] - a :]
+        return text
+
+    edits, carried = [], False
+    for node in ast.walk(fn):
+        span = None
+        if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare):
+            t = node.test
+            if len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq) and not is_loose(t):
+                span = src.span(t)
+                text = b"%s((%s), (%s))" % (EQ.encode(), seg(t.left), seg(t.comparators[0]))
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            call = node.value
+            func = call.func
+            if (isinstance(func, ast.Attribute) and func.attr in ("assertEqual", "assertEquals")
+                    and len(call.args) >= 2 and not is_loose(call)):
+                span = src.span(call)
+                rest = [seg(x) for x in call.args[2:]] + [
+                    (b"%s=%s" % (k.arg.encode(), seg(k.value)) if k.arg else b"**" + seg(k.value))
+                    for k in call.keywords]
+                head = seg(func.value) + b".assertTrue("
+                text = head + b", ".join([b"%s((%s), (%s))" % (EQ.encode(), seg(call.args[0]),
+                                                               seg(call.args[1])), *rest]) + b")"
+        if span is not None:
+            edits.append((*span, text))
+            carried |= mut is not None and span[0] <= mut[0] and mut[1] <= span[1]
+    return edits, carried
 
 
 WORDS = ("basic", "cases", "checks", "core", "edge", "extra", "mixed", "plain", "usage", "values")
@@ -374,7 +488,8 @@ def variant_texts(data: bytes, node: str, count: int, rng: random.Random
     if case is not None and _compiles(src.bom + _apply(src.data, renamed + case.renamed), node):
         renamed, sites = renamed + case.renamed, sites + case.sites
         run = NodeId(run.path, run.classes, run.name, case.suffix)
-    own = src.bom + _apply(src.data, renamed)
+    checks, _ = _eq_checks(src, found[1], None)
+    own = src.bom + _apply(src.data, renamed + checks) + HELPER.encode()
     if not _compiles(own, node):
         return node, data, []
     out: list[bytes] = []
@@ -387,7 +502,9 @@ def variant_texts(data: bytes, node: str, count: int, rng: random.Random
         if new is None:
             sites.remove(site)
             continue
-        text = src.bom + _apply(src.data, [*renamed, (a, b, new)])
+        checks, carried = _eq_checks(src, found[1], (a, b, new))
+        edits = [*renamed, *checks] + ([] if carried else [(a, b, new)])
+        text = src.bom + _apply(src.data, edits) + HELPER.encode()
         if text not in out and text != own and _compiles(text, node):
             out.append(text)
     return run.with_name(run.name), own, out
@@ -401,11 +518,15 @@ def _compiles(text: bytes, node: str) -> bool:
     return True
 
 
-def plan_variants(tests: dict[str, bytes], nodes: list[str], rng: random.Random, *,
-                  mutants: int = 2, max_targets: int = 16) -> VariantPlan:
-    """Variants of each target test whose module is a plain file of the tree."""
+def plan_variants(tests: dict[str, bytes], groups: list[list[str]], rng: random.Random, *,
+                  mutants: int = 2, max_each: int = 8) -> VariantPlan:
+    """Variants of target tests whose module is a plain file of the tree: of each group
+    (the F2P tests, the hidden tests) a random sample of ``max_each``. Sound for a sample:
+    a verdict needs every test of a group to pass, so what passes them without a fix has
+    to pass the sampled ones too, and cannot know which those are."""
     plan = VariantPlan()
-    for node in nodes[:max_targets]:
+    nodes = [n for g in groups for n in (g if len(g) <= max_each else rng.sample(g, max_each))]
+    for node in nodes:
         rel = node_file(node)
         data = tests.get(rel)
         if data is None or data.startswith(b"L:") or parse_node_id(node) is None:
@@ -437,7 +558,10 @@ def variant_tree(src: str, dest: str, tests: dict[str, bytes], own: set[str],
     """``src`` (the sealed tree, before any canary) copied to ``dest`` with no test module
     on disk: conftests, helpers and config stay; each variant's file (the fresh name its
     test runs under) is an empty stand-in, its module served from memory."""
-    shutil.copytree(src, dest, symlinks=True)
+    # cp, not copytree: a tree the patch made thousands of levels deep is copied too
+    done = subprocess.run(["cp", "-a", "--", src, dest], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise OSError(f"copying the tree for the variant run failed: {done.stderr[-300:]}")
     for rel in tests:
         name = posixpath.basename(rel)
         module = name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
