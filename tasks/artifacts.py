@@ -5,7 +5,9 @@ eval-metrics, pass-at-k-trend, gate-decision, alarms, data-report, reward-compon
 and for agent episodes (repository tasks) agent-tool-mix and agent-episode (rollout:
 the tool-call mix and one sampled episode step by step), agent-eval (evaluate: resolved
 agent-eval-tool-mix and agent-eval-episode (evaluate: the same on the frozen repository
-sets, with the resolved rate).
+sets, with the resolved rate), and where an inference engine sampled (``policy.engine:
+vllm``) engine-rollout (rollout: the engine's start and weight-sync seconds, requests,
+tokens per second) and engine-train (train: the correction of the engine's rows).
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ AGENT_ARTIFACT_KEYS = (
     "agent-eval-tool-mix",
     "agent-eval-episode",
 )
+# Published only when an inference engine sampled the rows (policy.engine other than hf).
+ENGINE_ARTIFACT_KEYS = ("engine-rollout", "engine-train")
+# train's summary keys for an engine's rows (codeloop.train.sampler_gap)
+ENGINE_TRAIN_KEYS = ("engine_rows", "engine_logp_gap", "engine_is_truncated",
+                     "engine_is_weight_mean")
 
 _METRIC_COLS = (
     "pass@1",
@@ -209,3 +216,41 @@ def publish_agent_artifacts(summary: dict[str, Any] | None, prefix: str = "agent
     reasons = ", ".join(f"{k} {v}" for k, v in (summary.get("terminal_reasons") or {}).items())
     md = f"# {head}\n\nterminal reasons: {reasons}\n\n{summary.get('episode_markdown', '')}\n"
     create_markdown_artifact(key=f"{prefix}-episode", markdown=md)
+
+
+def engine_rollout_table(block: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row: the rollout's engine block (codeloop.policy.engine_policy.engine_metrics)."""
+    syncs = block.get("sync_s") or []
+    return [{
+        "engine": block.get("engine", ""),
+        "engines": block.get("engines", 0),
+        "start_s": _fmt(block.get("start_s", 0.0)),
+        "syncs": len(syncs),
+        "sync_s_total": _fmt(float(sum(syncs))),
+        "requests": block.get("requests", 0),
+        "generated_tokens": block.get("generated_tokens", 0),
+        "tokens_per_s": _fmt(block.get("tokens_per_s", 0.0)),
+    }]
+
+
+@task(name="publish_engine_rollout")
+def publish_engine_rollout(block: dict[str, Any]) -> None:
+    """Table artifact engine-rollout: what the inference engine did for the rollout."""
+    create_table_artifact(
+        key="engine-rollout",
+        table=engine_rollout_table(block),
+        description=f"rollout sampled by {block.get('engine', '?')}",
+    )
+
+
+@task(name="publish_engine_train")
+def publish_engine_train(summary: dict[str, Any]) -> None:
+    """Table artifact engine-train: train's correction of the engine's rows (their count,
+    the mean |log-prob gap| to the policy as the iteration starts, the share of truncated
+    importance weights and their mean)."""
+    create_table_artifact(
+        key="engine-train",
+        table=[{k: _fmt(summary[k]) for k in ENGINE_TRAIN_KEYS if k in summary}],
+        description=f"candidate {str(summary.get('model_version', ''))[:12]}: engine rows "
+        "corrected against the policy as the iteration starts",
+    )

@@ -22,6 +22,8 @@ from tasks.artifacts import (
     publish_agent_artifacts,
     publish_components,
     publish_data_report,
+    publish_engine_rollout,
+    publish_engine_train,
     publish_eval_artifacts,
     publish_gate_artifacts,
     publish_test_quality,
@@ -39,6 +41,8 @@ ARTIFACTS: dict[str, Callable[[Any], None]] = {
     "write_clean": lambda r: (publish_data_report(r), publish_test_quality(r)),
     "summarize": publish_components,
     "agent_summary": publish_agent_artifacts,
+    "engine_metrics": publish_engine_rollout,  # called only when an engine sampled
+    "train_grpo": lambda r: publish_engine_train(r) if r.get("engine_rows") else None,
     "gate": lambda r: publish_gate_artifacts(r["decision"], r["alarms"]),
     "write_eval": lambda r: (
         publish_eval_artifacts(r["result"], r["trend"], r["data_report"], r["score"]),

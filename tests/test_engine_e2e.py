@@ -16,6 +16,7 @@ from codeloop.io import read_tasks, read_trajectories
 from codeloop.paths import Paths
 from codeloop.policy.vllm_engine import engine_python
 from tests._engine import require_engine
+from tests._prefect_api import post
 from tests._tiny_repo import copy_repo as _copy_repo
 from tests._tiny_repo import git as _git
 from tests._tiny_repo import merge as _merge
@@ -114,6 +115,30 @@ def test_engine_e2e_train_corrected_the_engine_rows(pipeline):
     train = json.loads(Paths(work).metrics("train").read_text())
     assert train["engine_rows"] > 0
     assert 0.0 <= train["engine_logp_gap"] < 1e-3  # the same float32 weights, another kernel
+
+
+def _ui_tables(key: str) -> list[dict]:
+    from prefect.settings import PREFECT_API_URL
+
+    found = post(PREFECT_API_URL.value(), "/artifacts/filter",
+                 {"artifacts": {"key": {"any_": [key]}}})
+    return [row for a in found
+            for row in (a["data"] if isinstance(a["data"], list) else json.loads(a["data"]))]
+
+
+def test_engine_e2e_the_ui_shows_the_rollouts_engine_table(pipeline):
+    work, _ = pipeline
+    block = json.loads(Paths(work).metrics("rollout").read_text())["engine"]
+    rows = _ui_tables("engine-rollout")
+    assert any((r["requests"], r["generated_tokens"]) == (block["requests"],
+                                                          block["generated_tokens"])
+               for r in rows)
+
+
+def test_engine_e2e_the_ui_shows_trains_correction_of_the_engine_rows(pipeline):
+    work, _ = pipeline
+    train = json.loads(Paths(work).metrics("train").read_text())
+    assert any(r["engine_rows"] == train["engine_rows"] for r in _ui_tables("engine-train"))
 
 
 def test_engine_e2e_a_second_repro_runs_no_stage(pipeline):

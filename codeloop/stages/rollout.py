@@ -11,7 +11,8 @@ Repository tasks in the plan run as agent episodes (``agent.*``; codeloop.rollou
 on the snapshots under data/clean/repos/; the tool-call mix and one sampled episode go to
 the UI (step ``agent_summary``) and metrics/rollout.json ``agent``. With ``policy.engine:
 vllm`` an inference engine samples (codeloop.policy.engine); metrics/rollout.json
-``engine`` has its start and weight-sync seconds and tokens per second.
+``engine`` has its start and weight-sync seconds and tokens per second (the UI's too:
+step ``engine_metrics``).
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
     }
     metrics = {**rollout_metrics(trajs, seconds), **extra}
     if engine:
-        metrics["engine"] = engine_metrics(params.policy.engine, engines, seconds)
+        metrics["engine"] = step(engine_metrics, params.policy.engine, engines, seconds)
     summary = step(agent_summary, trajs, params.rollout.iteration)  # the UI's agent view
     if summary:
         metrics["agent"] = {k: v for k, v in summary.items() if k != "episode_markdown"}
