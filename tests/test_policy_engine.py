@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -236,8 +238,10 @@ def test_a_model_the_engine_cannot_load_is_an_error_naming_the_key(world, tmp_pa
         (bad / f.name).write_bytes(f.read_bytes())
     cfg = json.loads((bad / "config.json").read_text())
     (bad / "config.json").write_text(json.dumps({**cfg, "architectures": ["NoSuchLM"]}))
-    with pytest.raises(EngineError, match=r"policy\.engine: vllm did not start"):
+    with pytest.raises(EngineError, match=r"policy\.engine: vllm did not start") as err:
         open_engine_policy(bad, SETTINGS)
+    log = re.search(r"engine log (\S+):", str(err.value)).group(1)
+    assert "NoSuchLM" in Path(log).read_text()  # the log it names is kept
 
 
 def test_a_server_that_is_down_is_an_error_naming_policy_engine_url(world):

@@ -8,7 +8,8 @@ back when its generation finishes, so many callers (threads of one stage, asynch
 agent turns) share one continuously batched engine. On a GPU it takes
 ``policy.engine_memory`` of the device and runs with sleep mode on (a trainer in the
 same run can have the memory back); on a CPU vLLM's CPU backend runs it (its KV cache:
-``VLLM_CPU_KVCACHE_SPACE`` GiB, 1 unless set). Its log goes to a file named in errors.
+``VLLM_CPU_KVCACHE_SPACE`` GiB, 1 unless set). Its log goes to a file named in errors
+(removed when the engine ends cleanly).
 
 ``ServerVllm`` talks to a vLLM OpenAI-compatible server at ``policy.engine_url``, token
 ids in and out (``/v1/completions`` with ``return_token_ids``). Start it on the same
@@ -140,6 +141,7 @@ class LocalVllm:
         env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         self.python = engine_python()
         fd, self.log_path = tempfile.mkstemp(prefix="codeloop-engine-", suffix=".log")
+        self.keep_log = False  # kept after a failure; removed after a clean close
         self._log = os.fdopen(fd, "wb")
         self.proc = subprocess.Popen(
             [self.python, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -159,6 +161,7 @@ class LocalVllm:
         try:
             ready = self._ready.result(timeout=timeout)
         except Exception as exc:  # noqa: BLE001 - re-raised as the configuration's error
+            self.keep_log = True  # named in the error below
             self.close()
             raise EngineError(
                 f"policy.engine: vllm did not start on {base_dir} with {self.python}: {exc} "
@@ -262,6 +265,8 @@ class LocalVllm:
             self.proc.wait()
         self._fail_all("closed")
         self._log.close()
+        if self.proc.returncode == 0 and not self.keep_log:  # a clean end: nothing to read
+            Path(self.log_path).unlink(missing_ok=True)
 
 
 class ServerVllm:
