@@ -13,20 +13,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from codeloop.agent.env import AgentEnv
-from codeloop.agent.executor import copy_task_envs
 from codeloop.config import (
     AgentConfig,
     Params,
     PolicyInitConfig,
     RolloutConfig,
-    SandboxConfig,
     TrainConfig,
 )
-from codeloop.data.generator import generate_tasks
 from codeloop.data.repos.expert import expert_calls
-from codeloop.data.repos.store import store_files
-from codeloop.data.repos.synth import generate_repo_tasks
 from codeloop.io import read_trajectories, write_trajectories
 from codeloop.policy.agent_format import repo_corpus
 from codeloop.policy.engine import EngineError, EngineSettings, SamplingSpec
@@ -37,9 +31,8 @@ from codeloop.policy.vllm_engine import CPU_BATCHED_TOKENS, ServerVllm
 from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.demos import expert_demos
 from codeloop.rollout.envs import run_episodes
-from codeloop.sandbox import make_executor
 from codeloop.train.trainer import train_grpo
-from tests._engine import require_engine
+from tests._engine import require_engine, task_world
 
 AGENT = AgentConfig(max_steps=4, invalid_call_limit=3, observation_chars=300, test_timeout_s=30)
 SETTINGS = EngineSettings(device="cpu", seed=0, temperature=1.0)
@@ -64,17 +57,11 @@ def _policy(root, fn_tasks, repo_tasks, repos, env):
 def world(tmp_path_factory):
     require_engine()
     root = tmp_path_factory.mktemp("engine")
-    fn_tasks = generate_tasks(3, seed=3, max_depth=1)
-    repo_tasks, trees = generate_repo_tasks(2, seed=5, max_modules=2, tasks_per_repo=1)
-    repos = root / "repos"
-    for files in trees.values():
-        store_files(files, repos)
-    envs = copy_task_envs(repo_tasks, str(root / "clean_envs"), str(root / "envs"))
-    ex = make_executor(SandboxConfig(workers=2, timeout_s=30.0), workspaces=True, envs_root=envs)
-    env = AgentEnv(ex, AGENT, str(repos))
-    path = _policy(root, fn_tasks, repo_tasks, str(repos), env)
+    w = task_world(root, AGENT)
+    fn_tasks, repo_tasks, repos, ex, env = w.fn_tasks, w.repo_tasks, w.repos, w.ex, w.env
+    path = _policy(root, fn_tasks, repo_tasks, repos, env)
     engine = open_engine_policy(path, SETTINGS)
-    yield SimpleNamespace(root=root, tasks=fn_tasks + repo_tasks, repos=str(repos), ex=ex,
+    yield SimpleNamespace(root=root, tasks=fn_tasks + repo_tasks, repos=repos, ex=ex,
                           env=env, path=path, engine=engine, hf=Policy.load(path))
     engine.close()
     ex.close()

@@ -11,13 +11,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from codeloop.agent.env import AgentEnv
-from codeloop.agent.executor import copy_task_envs
-from codeloop.config import AgentConfig, RolloutConfig, SandboxConfig
-from codeloop.data.generator import generate_tasks
+from codeloop.config import AgentConfig, RolloutConfig
 from codeloop.data.repos.expert import expert_calls
-from codeloop.data.repos.store import store_files
-from codeloop.data.repos.synth import generate_repo_tasks
 from codeloop.policy.agent_format import agent_format_for
 from codeloop.policy.engine import EngineSettings
 from codeloop.policy.engine_policy import open_engine_policy
@@ -27,8 +22,7 @@ from codeloop.policy.tiny import save_tiny
 from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.demos import expert_demos
 from codeloop.rollout.envs import run_episodes
-from codeloop.sandbox import make_executor
-from tests._engine import require_engine
+from tests._engine import require_engine, task_world
 
 # room for the expert's whole plan (its demos are rejected when the episode ends first)
 AGENT = AgentConfig(max_steps=8, invalid_call_limit=3, observation_chars=300, test_timeout_s=30)
@@ -42,16 +36,10 @@ ROLLOUT = dict(samples_per_task=2, max_steps=2, temperature=1.0, top_p=1.0, max_
 def world(tmp_path_factory):
     require_engine()
     root = tmp_path_factory.mktemp("chat-engine")
-    fn_tasks = generate_tasks(3, seed=3, max_depth=1)
-    repo_tasks, trees = generate_repo_tasks(2, seed=5, max_modules=2, tasks_per_repo=1)
-    repos = root / "repos"
-    for files in trees.values():
-        store_files(files, repos)
-    envs = copy_task_envs(repo_tasks, str(root / "clean_envs"), str(root / "envs"))
-    ex = make_executor(SandboxConfig(workers=2, timeout_s=30.0), workspaces=True, envs_root=envs)
-    env = AgentEnv(ex, AGENT, str(repos))
+    w = task_world(root, AGENT)
+    fn_tasks, repo_tasks, repos, ex, env = w.fn_tasks, w.repo_tasks, w.repos, w.ex, w.env
     policy = Policy.load(save_tiny(root / "base", "qwen2", seed=0, **SHAPE))
-    demos, _ = expert_demos(repo_tasks, env, lambda t: expert_calls(t, str(repos)))
+    demos, _ = expert_demos(repo_tasks, env, lambda t: expert_calls(t, repos))
     torch.manual_seed(0)
     sft = SimpleNamespace(steps=30, batch_size=2, lr=1e-2, warmup_steps=3, max_len=4096,
                           revise_fraction=0.0, agent_fraction=0.5, seed=0)
@@ -60,7 +48,7 @@ def world(tmp_path_factory):
     policy.save(root / "policy")
     engine = open_engine_policy(root / "policy", EngineSettings(device="cpu", seed=0))
     ctx = EpisodeContext(RolloutConfig(**ROLLOUT), "dv-chat", 1, 10.0, agent=AGENT,
-                         repos_dir=str(repos))
+                         repos_dir=repos)
     tasks = fn_tasks + repo_tasks
     yield SimpleNamespace(tasks=tasks, engine=engine, hf=Policy.load(root / "policy"),
                           rows=run_episodes(tasks, engine, ex, ctx, agent_env=env),

@@ -468,16 +468,23 @@ def env_plugins():
     return out
 
 
-def main():
-    with open(sys.argv[1], encoding="utf-8") as fh:
+def take_spec(path):
+    """The run's spec (read, then unlinked: the nonce is on no disk once the tree's code
+    can run), the result fd moved to a fresh descriptor, the env dirs on sys.path."""
+    with open(path, encoding="utf-8") as fh:
         spec = json.load(fh)
-    os.unlink(sys.argv[1])  # the nonce is on no disk once the tree's code can run
+    os.unlink(path)
     raw = int(os.environ.pop("CODELOOP_RESULT_FD", "3"))
     fd = os.dup(raw)
     os.close(raw)
-    for path in spec["paths"]:
-        site.addsitedir(path)
+    for env in spec["paths"]:
+        site.addsitedir(env)
     sys.dont_write_bytecode = True
+    return spec, fd
+
+
+def main():
+    spec, fd = take_spec(sys.argv[1])
     # pytest and what it may import later, loaded before the tree is on sys.path: a module
     # of the tree named pytest, pluggy or packaging can shadow nothing that decides
     import pytest

@@ -27,7 +27,6 @@ import json
 import os
 import select
 import signal
-import site
 import sys
 import time
 
@@ -287,22 +286,14 @@ def wait_outcome(r, pid, timeout):
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
-    with open(sys.argv[1], encoding="utf-8") as fh:
-        spec = json.load(fh)
-    os.unlink(sys.argv[1])
-    vfd = os.open(spec["variants"], os.O_RDONLY)
-    os.unlink(spec["variants"])  # from here on only this fd reaches the variants
-    raw = int(os.environ.pop("CODELOOP_RESULT_FD", "3"))
-    fd = os.dup(raw)
-    os.close(raw)
-    for path in spec["paths"]:
-        site.addsitedir(path)
-    sys.dont_write_bytecode = True
     sys.path.insert(0, here)
-    import codeloop_judge_boot as boot  # its pinning and plugin loading, beside us
+    import codeloop_judge_boot as boot  # its spec reading, pinning and plugin loading
     import codeloop_trees as trees  # walking and emptying a tree by dir fds
 
     sys.path.remove(here)
+    spec, fd = boot.take_spec(sys.argv[1])
+    vfd = os.open(spec["variants"], os.O_RDONLY)
+    os.unlink(spec["variants"])  # from here on only this fd reaches the variants
     seal_runner()
     slate = Slate(trees, os.getcwd())
     import importlib

@@ -32,7 +32,7 @@ from codeloop.policy.engine import (
 )
 from codeloop.policy.formats import format_for
 from codeloop.policy.lora import base_dir_of, is_adapter_dir, recorded_quantize
-from codeloop.policy.model import VERSION_FILE, Generation, checkpoint_hash
+from codeloop.policy.model import VERSION_FILE, Generation, Tokenized, checkpoint_hash
 from codeloop.policy.sampling import row_seeds
 from codeloop.policy.vllm_engine import connect
 
@@ -55,7 +55,7 @@ class EngineStats:
 
 
 
-class EnginePolicy:
+class EnginePolicy(Tokenized):
     """A policy checkpoint served by an engine: what samplers need of a ``Policy``."""
 
     def __init__(self, checkpoint: str | os.PathLike, engine: Engine, *, lora: dict | None,
@@ -75,15 +75,6 @@ class EnginePolicy:
         self._lock = threading.Lock()
 
     engine_kind = "vllm"
-
-    def encode(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
-
-    def stop_ids(self) -> list[int]:
-        return self.format.stop_ids()
 
     def submit(self, ids: list[int], seed: int, spec: SamplingSpec) -> Future:
         """One generation, answered (a Generation) when it finishes."""

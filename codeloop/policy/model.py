@@ -96,7 +96,23 @@ class Generation:
     finish_reason: str = "stop"  # stop (EOS/end marker) | length | context (no room left)
 
 
-class Policy:
+class Tokenized:
+    """Text to ids and back through ``self.tokenizer`` and ``self.format`` (a prompt
+    format): what every sampler of a checkpoint has, whoever runs its model."""
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of text, no BOS/EOS added (templates carry their own markers)."""
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def stop_ids(self) -> list[int]:
+        """Token ids that end a turn: the format's (EOS, end marker, end-of-turn tokens)."""
+        return self.format.stop_ids()
+
+
+class Policy(Tokenized):
     """A causal LM and its tokenizer, loaded from (and saved to) one directory."""
 
     engine_kind = "hf"  # what samples it (codeloop.policy.engine: an engine's policies differ)
@@ -202,17 +218,6 @@ class Policy:
         return int(
             getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", 2048)
         )
-
-    def encode(self, text: str) -> list[int]:
-        """Token ids of text, no BOS/EOS added (templates carry their own markers)."""
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
-
-    def stop_ids(self) -> list[int]:
-        """Token ids that end a turn: the format's (EOS, end marker, end-of-turn tokens)."""
-        return self.format.stop_ids()
 
     @torch.no_grad()
     def generate(
