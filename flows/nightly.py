@@ -5,6 +5,11 @@ Serve:      ``python -m flows.nightly --serve``    (cron ``0 2 * * *``; needs a 
             server: ``prefect server start`` and ``PREFECT_API_URL`` pointing at it), or
             ``prefect deploy --all`` with prefect.yaml and a process worker.
 
+With pull or push on, the night first checks that the default DVC remote answers
+(``check_remote``: one listing, codeloop.ops.remote) and fails before any stage runs,
+naming the remote and its URL, when it does not: the push comes after the promotion, so
+an unreachable remote must not be found out there.
+
 Each dvc.yaml stage is one Prefect task (``repro_stage``, its run named ``repro_stage[<stage>]``) running ``dvc repro
 --single-item <stage>`` with its output streamed into the task's log. Transient
 failures (DVC remote, lock) are retried; deterministic ones are not. A workspace lock
@@ -49,11 +54,19 @@ from codeloop.ops.promote import promote, set_param
 from codeloop.ops.vcs import dvc, git, require_clean, workspace_lock
 from codeloop.paths import Paths
 from codeloop.stages import evaluate as evaluate_stage
-from tasks.ops import dvc_pull, dvc_push, repro_stage
+from tasks.ops import check_remote, dvc_pull, dvc_push, repro_stage, with_retry_delay
 from tasks.steps import as_task, stage_logs
 
 PIPELINE = (
-    "clean", "policy_init", "sft", "bucket", "rollout", "score", "critic", "train", "evaluate"
+    "clean",
+    "policy_init",
+    "sft",
+    "bucket",
+    "rollout",
+    "score",
+    "critic",
+    "train",
+    "evaluate",
 )
 # Tracked paths a night may modify; restored from HEAD when the night fails.
 TOUCHED = ("dvc.lock", "params.yaml", "metrics", "history", "models/.gitignore", "data/.gitignore")
@@ -92,8 +105,9 @@ def stage_order(repo: Path) -> list[str]:
         b: {a for a in stages if a != b and any(_under(d, o) for d in deps[b] for o in outs[a])}
         for b in stages
     }
-    rank = {n: (PIPELINE.index(n) if n in PIPELINE else len(PIPELINE), i)
-            for i, n in enumerate(stages)}
+    rank = {
+        n: (PIPELINE.index(n) if n in PIPELINE else len(PIPELINE), i) for i, n in enumerate(stages)
+    }
     order: list[str] = []
     while len(order) < len(stages):
         ready = [n for n in stages if n not in order and needs[n] <= set(order)]
@@ -208,8 +222,10 @@ def nightly(repo: str = ".", pull: bool = True, push: bool = True) -> dict[str, 
     repo = str(Path(repo).resolve())
     with workspace_lock(repo):
         require_clean(repo, "nightly run")
+        if pull or push:
+            with_retry_delay(check_remote)(repo)
         if pull:
-            dvc_pull(repo)
+            with_retry_delay(dvc_pull)(repo)
         try:
             night = bump_iteration(repo)
             snapshot_archive(repo)
@@ -239,7 +255,7 @@ def nightly(repo: str = ".", pull: bool = True, push: bool = True) -> dict[str, 
             archived, counts = archive(repo)
             files = [*files, *archived]
             if push:
-                dvc_push(repo)
+                with_retry_delay(dvc_push)(repo)
         except Exception:
             if counts is not None:
                 undo_archive(repo, counts["iterations"])

@@ -1,7 +1,10 @@
-"""Prefect tasks of the nightly operations: dvc pull / push and one stage's `dvc repro`,
-their output streamed into the run log, transient failures retried."""
+"""Prefect tasks of the nightly operations: the DVC remote check, dvc pull / push and one
+stage's `dvc repro`, their output streamed into the run log, transient failures retried
+(``CODELOOP_DVC_RETRY_DELAY_S`` seconds apart for the remote's tasks, default 5)."""
 
 from __future__ import annotations
+
+import os
 
 from prefect import task
 
@@ -33,6 +36,13 @@ def _transient_only(task, task_run, state) -> bool:
     return False
 
 
+def with_retry_delay(remote_task):
+    """The task with ``CODELOOP_DVC_RETRY_DELAY_S`` (read now) between its retries."""
+    return remote_task.with_options(
+        retry_delay_seconds=float(os.environ.get("CODELOOP_DVC_RETRY_DELAY_S", "5"))
+    )
+
+
 def run_logged(cmd: list[str], cwd: str, what: str) -> str:
     """Run a command, streaming each output line into the Prefect run log (the UI)."""
     import subprocess
@@ -59,6 +69,25 @@ def run_logged(cmd: list[str], cwd: str, what: str) -> str:
             raise TransientError(f"{what} failed transiently (exit {rc}):\n{tail}")
         raise RuntimeError(f"{what} failed (exit {rc}):\n{tail}")
     return out
+
+
+@task(retries=2, retry_delay_seconds=5, retry_condition_fn=_transient_only)
+def check_remote(repo: str) -> str:
+    """Fail before anything runs when the default DVC remote is missing or does not
+    answer (codeloop.ops.remote); the error names the remote and its URL."""
+    from prefect.logging import get_run_logger
+
+    from codeloop.ops.remote import RemoteError
+    from codeloop.ops.remote import check_remote as probe
+
+    try:
+        remote = probe(repo)
+    except RemoteError as exc:
+        if exc.transient:
+            raise TransientError(str(exc)) from exc
+        raise
+    get_run_logger().info("DVC remote %s answers", remote)
+    return str(remote)
 
 
 @task(retries=2, retry_delay_seconds=5, retry_condition_fn=_transient_only)
