@@ -64,6 +64,27 @@ EVAL_STAGE = textwrap.dedent(
     """
 )
 
+SCORE_STAGE = textwrap.dedent(
+    """
+    import yaml
+    from codeloop.io import write_trajectories
+    from codeloop.schema import Trajectory, TrajectoryMetadata
+    it = yaml.safe_load(open("params.yaml"))["rollout"]["iteration"]
+    rows = []
+    for task in range(4):
+        for k in range(3):
+            passed = (task + k + it) % 3 == 0
+            rows.append(Trajectory(
+                trajectory_id=f"n{it}-t{task}-{k}", task_id=f"task{task}",
+                prompt_key=f"n{it}-t{task}", prompt="p", final_code=f"x = {k}",
+                reward=1.0 if passed else 0.25 * k, iteration=it,
+                terminal_reason="all_tests_passed" if passed else ("error", "max_steps")[k % 2],
+                metadata=TrajectoryMetadata(reward_fn_version="v2"),
+                token_ids=[1, 2, 3], loss_mask=[0, 1, 1], sample_logprobs=[0.0, -1.0, -2.0]))
+    write_trajectories("data/trajectories", rows)
+    """
+)
+
 
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(
@@ -114,6 +135,24 @@ def make_toy_repo(root: Path) -> Path:
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "toy pipeline")
     return repo
+
+
+def add_score_stage(repo: Path) -> None:
+    """Add a ``score`` stage writing 12 scored trajectories per night to data/trajectories
+    (iteration = rollout.iteration, codeloop.io), with retention on, and commit it."""
+    (repo / "score_stage.py").write_text(SCORE_STAGE)
+    dvc_yaml = yaml.safe_load((repo / "dvc.yaml").read_text())
+    dvc_yaml["stages"]["score"] = {
+        "cmd": "python score_stage.py",
+        "deps": ["score_stage.py"],
+        "params": ["rollout.iteration"],
+        "outs": ["data/trajectories"],
+    }
+    (repo / "dvc.yaml").write_text(yaml.safe_dump(dvc_yaml))
+    with open(repo / "params.yaml", "a") as f:
+        f.write("retention:\n  sample_per_stratum: 1\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "toy score stage")
 
 
 def set_toy(repo: Path, **kw) -> None:

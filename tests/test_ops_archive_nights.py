@@ -1,9 +1,9 @@
 """Three promoted nights on a toy DVC pipeline leave an archive holding all three.
 
-Real git, real dvc, real Prefect: the toy pipeline (tests/_toy_pipeline.py) gets a
-``score`` stage that writes scored trajectories (12 rows per night, iteration =
-rollout.iteration) with codeloop.io, so the nightly flow's archive step has real rows to
-append, retain and `dvc add`. Each test asserts one property of the state after the
+Real git, real dvc, real Prefect: the toy pipeline (tests/_toy_pipeline.py) gets its
+``score`` stage (add_score_stage: 12 scored trajectories per night, iteration =
+rollout.iteration), so the nightly flow's archive step has real rows to append, retain
+and `dvc add`. Each test asserts one property of the state after the
 three nights (module scope: each night costs several dvc calls).
 """
 
@@ -12,57 +12,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
 
 from codeloop.data.archive import query, read_table
 from codeloop.io import read_json
 from codeloop.paths import Paths
-from tests._toy_pipeline import git, make_toy_repo, stage_env
+from tests._toy_pipeline import add_score_stage, git, make_toy_repo, stage_env
 
 pytestmark = pytest.mark.slow
 
-SCORE_STAGE = textwrap.dedent(
-    """
-    import yaml
-    from codeloop.io import write_trajectories
-    from codeloop.schema import Trajectory, TrajectoryMetadata
-    it = yaml.safe_load(open("params.yaml"))["rollout"]["iteration"]
-    rows = []
-    for task in range(4):
-        for k in range(3):
-            passed = (task + k + it) % 3 == 0
-            rows.append(Trajectory(
-                trajectory_id=f"n{it}-t{task}-{k}", task_id=f"task{task}",
-                prompt_key=f"n{it}-t{task}", prompt="p", final_code=f"x = {k}",
-                reward=1.0 if passed else 0.25 * k, iteration=it,
-                terminal_reason="all_tests_passed" if passed else ("error", "max_steps")[k % 2],
-                metadata=TrajectoryMetadata(reward_fn_version="v2"),
-                token_ids=[1, 2, 3], loss_mask=[0, 1, 1], sample_logprobs=[0.0, -1.0, -2.0]))
-    write_trajectories("data/trajectories", rows)
-    """
-)
 NIGHTS = 3
 ROWS_PER_NIGHT = 12
-
-
-def _add_score_stage(repo: Path) -> None:
-    (repo / "score_stage.py").write_text(SCORE_STAGE)
-    dvc_yaml = yaml.safe_load((repo / "dvc.yaml").read_text())
-    dvc_yaml["stages"]["score"] = {
-        "cmd": "python score_stage.py",
-        "deps": ["score_stage.py"],
-        "params": ["rollout.iteration"],
-        "outs": ["data/trajectories"],
-    }
-    (repo / "dvc.yaml").write_text(yaml.safe_dump(dvc_yaml))
-    with open(repo / "params.yaml", "a") as f:
-        f.write("retention:\n  sample_per_stratum: 1\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "toy score stage")
 
 
 def _dvc(repo: Path, *args: str) -> subprocess.CompletedProcess:
@@ -78,7 +40,7 @@ def three_nights(tmp_path_factory, prefect_harness) -> dict:
 
     root = tmp_path_factory.mktemp("archive-nights")
     repo = make_toy_repo(root)
-    _add_score_stage(repo)
+    add_score_stage(repo)
     with stage_env():
         outs = [nightly(repo=str(repo), pull=False) for _ in range(NIGHTS)]
         metrics = read_json(Paths(repo).archive_metrics)
