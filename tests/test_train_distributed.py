@@ -10,77 +10,24 @@ float tolerance: DDP's gradient averaging is equivalent.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
-import yaml
 
-from codeloop.config import PolicyInitConfig, TrainConfig
-from codeloop.data.generator import generate_tasks
-from codeloop.io import read_json, read_trajectories, write_trajectories
+from codeloop.config import TrainConfig
+from codeloop.io import read_json, read_trajectories
 from codeloop.paths import Paths
-from codeloop.schema import Trajectory, TrajectoryMetadata
 from codeloop.train import distributed as ddp
+from tests._train_launch import SINGLE, TORCHRUN, launch, make_workspace, weights
 
-REPO = Path(__file__).resolve().parents[1]
 TRAIN = {"steps": 3, "lr": 0.01, "micro_batch_size": 5, "grad_accum": 2, "seed": 4}
-# The documented multi-GPU command, with 2 processes (gloo on this CPU-only machine).
-TORCHRUN = ["torchrun", "--standalone", "--nproc_per_node", "2", "-m", "codeloop.stages.train"]
-
-
-def _trajectories(policy, tasks) -> list[Trajectory]:
-    """Sampled groups of 4 per task with rewards that differ inside each group."""
-    from codeloop.policy import prompts as P
-
-    prompts = [policy.encode(P.task_prompt(t)) for t in tasks]
-    out = policy.generate(prompts, n=4, max_new_tokens=12, seed=9)
-    rows = []
-    for t, ids, gens in zip(tasks, prompts, out, strict=True):
-        for j, g in enumerate(gens):
-            rows.append(
-                Trajectory(
-                    trajectory_id=f"{t.task_id}-{j}",
-                    task_id=t.task_id,
-                    prompt_key=t.task_id,
-                    prompt=P.task_prompt(t),
-                    reward=float(j % 3) / 2 + 0.01 * len(g.token_ids),
-                    metadata=TrajectoryMetadata(temperature=1.0, reward_fn_version="v1"),
-                    token_ids=ids + g.token_ids,
-                    loss_mask=[0] * len(ids) + [1] * len(g.token_ids),
-                    sample_logprobs=[0.0] * len(ids) + list(g.logprobs),
-                )
-            )
-    return rows
 
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> Path:
-    from codeloop.policy.model import build_embedded
-
-    root = tmp_path_factory.mktemp("ddp")
-    tasks = generate_tasks(5, seed=3, max_depth=1)
-    cfg = PolicyInitConfig(vocab_size=300, n_layer=1, n_head=2, n_embd=32, n_positions=256)
-    policy = build_embedded(SimpleNamespace(policy_init=cfg), tasks)
-    policy.save(Paths(root).init_model)
-    write_trajectories(Paths(root).trajectories_dir, _trajectories(policy, tasks))
-    (root / "params.yaml").write_text(yaml.safe_dump({"train": TRAIN}))
-    return root
-
-
-def _launch(cmd: list[str], root: Path) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CODELOOP_THREADS": "1"}
-    env["PYTHONPATH"] = str(REPO)
-    proc = subprocess.run(
-        [*cmd, "--root", str(root), "--skip-preflight"], cwd=REPO, env=env, capture_output=True, text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return make_workspace(tmp_path_factory.mktemp("ddp"), TRAIN)
 
 
 @pytest.fixture(scope="module")
@@ -90,16 +37,9 @@ def runs(workspace, tmp_path_factory) -> dict[str, Path]:
     for name in ("params.yaml", "models", "data"):
         src = workspace / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, single / name)
-    bindir = Path(sys.executable).parent
-    _launch([str(bindir / TORCHRUN[0]), *TORCHRUN[1:]], workspace)
-    _launch([sys.executable, "-m", "codeloop.stages.train"], single)
+    launch(TORCHRUN, workspace)
+    launch(SINGLE, single)
     return {"ddp": workspace, "single": single}
-
-
-def _weights(ckpt: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    return load_file(ckpt / "model.safetensors")
 
 
 pytestmark = pytest.mark.slow
@@ -113,9 +53,9 @@ def test_both_ranks_end_with_identical_parameters(runs):
 
 
 def test_two_ranks_train_the_single_process_candidate(runs, workspace):
-    init = _weights(Paths(workspace).init_model)
-    got = _weights(Paths(runs["ddp"]).candidate_model)
-    want = _weights(Paths(runs["single"]).candidate_model)
+    init = weights(Paths(workspace).init_model)
+    got = weights(Paths(runs["ddp"]).candidate_model)
+    want = weights(Paths(runs["single"]).candidate_model)
     assert got.keys() == want.keys()
     moved = max(float((want[k] - init[k]).abs().max()) for k in want)
     assert moved > 1e-3  # the update is real, so agreeing is not trivial
@@ -150,8 +90,14 @@ def test_reweighted_shard_gradients_average_to_the_full_batch_gradient(workspace
         logps, _ = forward_logps(policy.model, mb)
         adv = torch.tensor([a for _, a in rows])
         loss, _ = grpo_loss(
-            logps, mb["old_logps"], None, adv, mb["mask"], loss_type=loss_type,
-            max_completion_length=16, num_items=num_items,
+            logps,
+            mb["old_logps"],
+            None,
+            adv,
+            mb["mask"],
+            loss_type=loss_type,
+            max_completion_length=16,
+            num_items=num_items,
         )
         (loss * weight).backward()
         return torch.cat([p.grad.flatten() for p in policy.model.parameters()])

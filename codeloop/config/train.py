@@ -150,3 +150,11 @@ class TrainConfig(Section):
     bf16: bool = Field(
         False, description="bf16 autocast for the forward passes (CUDA; CPU autocast works too)."
     )
+    strategy: Literal["ddp", "fsdp"] = Field(
+        "ddp",
+        description="How a multi-process launch (torchrun, accelerate launch) trains: ddp keeps "
+        "a full replica of the weights, gradients and AdamW state on every rank; fsdp shards all "
+        "three across the ranks (torch FSDP2, one unit per transformer block plus the root; bf16 "
+        "compute with fp32 gradient reduction on CUDA) and gathers the full weights to rank 0 to "
+        "save. Same update either way; a single process trains unsharded (codeloop.train.sharding).",
+    )

@@ -192,11 +192,15 @@ class Policy(Tokenized):
         log.info("loaded adapter %s on %s", path, policy.device)
         return policy
 
-    def save(self, path: str | os.PathLike) -> str:
-        """Save model + tokenizer; returns (and writes) the content-hash model_version."""
+    def save(self, path: str | os.PathLike, state_dict: dict | None = None) -> str:
+        """Save model + tokenizer; returns (and writes) the content-hash model_version.
+
+        ``state_dict``: the weights to write instead of the model's own (a sharded
+        model's, gathered to this process: codeloop.train.sharding).
+        """
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(path, safe_serialization=True)
+        self.model.save_pretrained(path, safe_serialization=True, state_dict=state_dict)
         self.tokenizer.save_pretrained(path)
         (path / "model_name.txt").write_text(self.name + "\n")
         if getattr(self, "lora_base", None):  # an adapter: where its base lives

@@ -19,11 +19,20 @@ full micro-batch's loss for every ``train.loss_type`` (gradient averaging is the
 exactly single-process training on the full batch, up to float rounding). Only rank 0
 writes checkpoints and metrics; before saving, all ranks compare parameter digests and
 a mismatch raises (a desynchronised run must never be promoted).
+
+``train.strategy: fsdp`` shards the weights, gradients and AdamW state across the ranks
+instead of replicating them (torch FSDP2, codeloop.train.sharding); the same launch
+commands run it, or accelerate with the committed FSDP config:
+
+    accelerate launch --config_file configs/accelerate_fsdp.yaml -m codeloop.stages.train --root .
+
+Micro-batch sharding and reweighting are unchanged: FSDP's reduce-scatter averages the
+gradients over the ranks as DDP's all-reduce does. Saving gathers the full weights to
+rank 0, which writes the usual Hugging Face directory.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -67,10 +76,15 @@ def device() -> torch.device:
     return torch.device("cpu")
 
 
-def wrap(model: torch.nn.Module) -> torch.nn.Module:
-    """DistributedDataParallel around model when distributed; model itself otherwise."""
+def wrap(model: torch.nn.Module, strategy: str = "ddp") -> torch.nn.Module:
+    """DistributedDataParallel around model when distributed, or the model sharded in place
+    by FSDP (``strategy`` fsdp: codeloop.train.sharding); model itself alone."""
     if world_size() == 1:
         return model
+    if strategy == "fsdp":
+        from codeloop.train import sharding
+
+        return sharding.wrap(model, device())
     from torch.nn.parallel import DistributedDataParallel
 
     dev = device()
@@ -88,8 +102,8 @@ def shard(
 
     The weight rescales the shard's loss (normalised over the shard by grpo_loss) to its
     share of the full micro-batch's loss, times world size, because DDP averages
-    gradients over ranks. A rank left with no rows still runs one row at weight 0:
-    DDP needs every rank in every gradient all-reduce. rank_/world default to this
+    gradients over ranks (as FSDP's reduce-scatter does: its divide factor is the world size). A rank left with no rows still runs one row at weight 0:
+    DDP and FSDP need every rank in every collective. rank_/world default to this
     process's place in the group.
     """
     w = world_size() if world is None else world
@@ -122,37 +136,58 @@ def average(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def param_digest(model: torch.nn.Module) -> str:
-    """sha256 over every parameter's name and bytes (CPU copy)."""
-    h = hashlib.sha256()
-    for name, p in sorted(model.state_dict().items()):
-        h.update(name.encode() + b"\0")
-        h.update(p.detach().to("cpu").contiguous().numpy().tobytes())
-    return h.hexdigest()
+    """sha256 over every state-dict entry's name and bytes (CPU copy)."""
+    from codeloop.train.sharding import digest
+
+    return digest(model.state_dict())
 
 
 def save_on_main(policy, path: str | os.PathLike) -> str:
     """Save on rank 0 after checking every rank holds the same weights; version on all ranks.
 
     Rank 0 also writes ``ranks.jsonl`` beside the checkpoint (outside the content hash):
-    one row per rank with its parameter digest, the record that the ranks agreed.
+    one row per rank with its parameter digest, the record that the ranks agreed. A
+    sharded model (fsdp) is gathered first; its rows hold each rank's shard digest and
+    the full weights' digest.
     """
     if world_size() == 1:
         return policy.save(path)
+    from codeloop.train import sharding
+
+    if sharding.is_sharded(policy.model):
+        return _save_sharded(policy, path)
+    box: list[str | None] = [None]
     digests: list[str | None] = [None] * world_size()
     dist.all_gather_object(digests, param_digest(policy.model))
     if len(set(digests)) != 1:
         raise DistributedError(f"ranks hold different parameters before saving {path}: {digests}")
-    box: list[str | None] = [None]
     if is_main():
-        from codeloop.io import write_jsonl
-
         box[0] = policy.save(path)
-        write_jsonl(
-            Path(path) / "ranks.jsonl",
-            [{"rank": r, "param_sha256": d} for r, d in enumerate(digests)],
-        )
+        _write_ranks(path, [{"rank": r, "param_sha256": d} for r, d in enumerate(digests)])
     dist.broadcast_object_list(box, src=0)
     return str(box[0])
+
+
+def _save_sharded(policy, path: str | os.PathLike) -> str:
+    """fsdp: the full weights gathered to rank 0 and saved there, once each rank's shards
+    are found in them (codeloop.train.sharding.gather_checked)."""
+    from codeloop.train import sharding
+
+    full, rows, problem = sharding.gather_checked(policy.model)
+    if problem:
+        raise DistributedError(f"before saving {path}: {problem}")
+    box: list[str | None] = [None]
+    if is_main():
+        box[0] = policy.save(path, state_dict=full)
+        _write_ranks(path, rows)
+    dist.broadcast_object_list(box, src=0)
+    return str(box[0])
+
+
+def _write_ranks(path: str | os.PathLike, rows: list[dict]) -> None:
+    from codeloop.io import write_jsonl
+
+    write_jsonl(Path(path) / "ranks.jsonl", rows)
 
 
 def barrier() -> None:

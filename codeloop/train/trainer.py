@@ -50,6 +50,7 @@ from codeloop.policy.lora import (
 from codeloop.policy.model import Policy
 from codeloop.schema import Trajectory
 from codeloop.train import distributed as ddp
+from codeloop.train import sharding
 from codeloop.train.archive_replay import add_replay, scorable
 from codeloop.train.checkpoint import OPT_FILE, load_opt_state, peak_memory_mb, prepare_out
 from codeloop.train.grpo import group_advantages_by_key, grpo_loss, token_logps
@@ -214,11 +215,18 @@ class GRPOUpdater:
         if cfg.gradient_checkpointing:
             self.peft.gradient_checkpointing_enable({"use_reentrant": False})
             self.peft.train()  # HF checkpoints only in train mode; keep dropout at 0
-        self.model = ddp.wrap(self.peft)  # DDP under torchrun (codeloop.train.distributed)
+        # Under torchrun: DDP, or FSDP sharding self.peft (and the reference) in place.
+        self.model = ddp.wrap(self.peft, cfg.strategy)
+        self.sharded = sharding.is_sharded(self.peft)
+        if self.sharded and self.ref is not None:
+            self.ref = ddp.wrap(self.ref, cfg.strategy)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.opt = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        if opt_state is not None:
+        if opt_state is not None and self.sharded:
+            sharding.load_optimizer_state(self.peft, self.opt, opt_state)
+        elif opt_state is not None:
             self.opt.load_state_dict(opt_state)
+        if opt_state is not None:
             for group in self.opt.param_groups:  # params.yaml wins over the saved values
                 group.update(lr=cfg.lr, weight_decay=cfg.weight_decay)
         tok = policy.tokenizer
@@ -275,13 +283,20 @@ class GRPOUpdater:
             stats["entropy"] = float((entropy * m).sum() / m.sum().clamp(min=1.0))
             stats["loss"] = float(loss.detach())
             rows.append(stats)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+        grad_norm = sharding.plain(torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm))
         self.opt.step()
         row = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
         row["loss"] = sum(r["loss"] for r in rows)  # the accumulated objective of the step
         row.update({"grad_norm": float(grad_norm), "loss_tokens": num_items})
         row["peak_mem_mb"] = peak_memory_mb(self.device)
         return ddp.average(row)
+
+    def optimizer_state(self) -> dict:
+        """AdamW's state as an unsharded optimizer's state_dict ({} off rank 0 when sharded:
+        gathering it is collective, so every rank calls this)."""
+        if self.sharded:
+            return sharding.full_optimizer_state(self.peft, self.opt)
+        return self.opt.state_dict()
 
     def _autocast(self):
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16)
@@ -376,9 +391,10 @@ def train_grpo(
         summary.update(replay_stats)
     history = updater.fit(items, out_dir, seed=cfg.seed)
     summary["model_version"] = ddp.save_on_main(policy, out_dir)
-    if cfg.keep_optimizer_state and ddp.is_main():
+    opt_out = updater.optimizer_state() if cfg.keep_optimizer_state else None
+    if opt_out is not None and ddp.is_main():
         # Not a hashed suffix: the optimizer is not part of the model_version.
-        torch.save(updater.opt.state_dict(), Path(out_dir) / OPT_FILE)
+        torch.save(opt_out, Path(out_dir) / OPT_FILE)
     summary["steps"] = len(history)
     summary["train_time_s"] = round(time.perf_counter() - t_start, 3)
     summary["lora"] = updater.lora
