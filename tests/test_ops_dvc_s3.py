@@ -11,6 +11,7 @@ night must fail before any stage runs, naming the remote, promoting nothing.
 from __future__ import annotations
 
 import hashlib
+import socket
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,16 @@ def _state(repo: Path) -> dict:
     }
 
 
+def _silent_check(clone: Path) -> Exception | None:
+    """check_remote against an endpoint that accepts connections and never answers."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        dvc(clone, "remote", "modify", "--local", "s3", "endpointurl", endpoint)
+        return _fails(lambda: check_remote(clone, timeout_s=3))
+
+
 def _fails(run) -> Exception | None:
     try:
         run()
@@ -87,6 +98,7 @@ def s3_nights(tmp_path_factory, prefect_harness) -> dict:
         dvc(clone, "pull")
         dvc(clone, "remote", "modify", "--local", "s3", "url", "s3://no-such-bucket/dvc")
         no_bucket = _fails(lambda: check_remote(clone))
+        silent = _silent_check(clone)
         built = builds.read_text().split()
         s3.stop()
         before = _state(repo)
@@ -99,6 +111,7 @@ def s3_nights(tmp_path_factory, prefect_harness) -> dict:
         "keys": keys,
         "entries": entries,
         "no_bucket": no_bucket,
+        "silent": silent,
         "built": built,
         "built_after": builds.read_text().split(),
         "before": before,
@@ -137,6 +150,12 @@ def test_a_bucket_that_does_not_exist_is_a_configuration_error_not_retried(s3_ni
     err = s3_nights["no_bucket"]
     assert isinstance(err, RemoteError) and not err.transient
     assert "s3://no-such-bucket/dvc" in str(err) and "misconfigured" in str(err)
+
+
+def test_a_remote_that_never_answers_is_cut_off_by_the_timeout_and_retried(s3_nights):
+    err = s3_nights["silent"]
+    assert isinstance(err, RemoteError) and err.transient
+    assert "DVC remote 's3'" in str(err) and "did not answer within 3 s" in str(err)
 
 
 def test_a_night_whose_remote_is_down_fails_naming_the_remote_and_its_url(s3_nights):

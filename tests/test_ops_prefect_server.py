@@ -27,6 +27,7 @@ from tests._toy_pipeline import REPO_ROOT, make_toy_repo
 pytestmark = pytest.mark.slow
 
 STAGE_TASKS = (
+    "check_remote",
     "dvc_pull",
     "bump_iteration",
     "repro_stage[train]",
