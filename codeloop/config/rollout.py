@@ -150,7 +150,10 @@ class AgentConfig(Section):
 
 class RunnerConfig(Section):
     kind: Literal["threads", "dask", "ray"] = Field("threads", description="Fan-out engine.")
-    address: str = Field("", description="Dask scheduler / Ray address; empty = local cluster.")
+    address: str = Field(
+        "", description="Dask scheduler / Ray cluster, used as is; empty = a local one per call."
+    )
     workers: int = Field(
-        2, ge=1, description="Threads or LocalCluster processes; also rollout/score's chunk count."
+        2, ge=1,
+        description="Threads, LocalCluster processes or local Ray CPUs; also the chunk count.",
     )

@@ -11,12 +11,20 @@ processes or machines.
 - dask: ``runner.address`` names an existing scheduler (``tcp://host:8786``); empty
   starts a LocalCluster of ``runner.workers`` worker *processes* (one thread each) for
   the duration of the call.
-- ray: ``runner.address`` is passed to ``ray.init`` (empty: a local Ray); Ray is an
-  optional dependency, imported only when chosen.
+- ray: ``runner.address`` names an existing cluster (``host:6379`` or ``ray://host:10001``),
+  used as is and left running; empty starts a local Ray of ``runner.workers`` CPUs for the
+  duration of the call (never a cluster some other ``ray start`` left on this machine). A
+  driver already connected (``ray.init`` by the caller) is used as it is and stays
+  connected. Ray is an optional dependency, imported only when chosen.
+
+Each chunk's function opens what it needs (policy, sandbox executor) in the process it
+runs in: nothing live crosses to a worker, only the chunk's plain data.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -112,13 +120,69 @@ def _ray(fn: Callable[[Any], R], chunks: list, cfg: RunnerConfig) -> list[R]:
         raise RunnerError(
             "runner.kind=ray needs Ray installed (pip install 'ray[default]')"
         ) from exc
-    started = False
-    if not ray.is_initialized():
-        ray.init(address=cfg.address or None, ignore_reinit_error=True, log_to_driver=False)
-        started = True
+    if ray.is_initialized():  # the caller's own connection: theirs to keep
+        return _ray_map(ray, fn, chunks)
+    _ray_connect(ray, cfg)
     try:
-        remote = ray.remote(fn)
-        return ray.get([remote.remote(c) for c in chunks])
+        return _ray_map(ray, fn, chunks)
     finally:
-        if started and not cfg.address:
-            ray.shutdown()
+        ray.shutdown()  # disconnects this driver; a cluster at runner.address keeps running
+
+
+def _ray_connect(ray, cfg: RunnerConfig) -> None:
+    """Connect to the cluster at runner.address, or start a local one of runner.workers CPUs."""
+    if cfg.address:
+        _probe(cfg.address)
+        try:
+            ray.init(address=cfg.address, log_to_driver=False, runtime_env=_worker_env())
+        except (ConnectionError, RuntimeError) as exc:  # not Ray there, or its auth refused us
+            raise RunnerError(
+                f"runner.address: cannot join the Ray cluster at {cfg.address} ({exc}); a "
+                "cluster with token auth needs RAY_AUTH_MODE=token and its token on this side"
+            ) from exc
+        return
+    # "local": a new Ray, never one a stray `ray start` left on this machine. No dashboard
+    # (nothing here should open a web port) and no usage report unless the user asked.
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(
+        address="local",
+        num_cpus=cfg.workers,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env=_worker_env(),
+    )
+
+
+def _worker_env() -> dict | None:
+    """This process's CODELOOP_* settings for every worker of the job: a cluster's workers
+    inherit the environment of whoever started the node, not this driver's, and torch's
+    thread count (CODELOOP_THREADS) or the sandbox's interpreter and image must match."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("CODELOOP_")}
+    return {"env_vars": env} if env else None
+
+
+def _probe(address: str, timeout_s: float = 5.0) -> None:
+    """RunnerError unless something listens at address's host:port: ray.init would retry
+    an unreachable address for minutes before giving up."""
+    hostport = address.removeprefix("ray://")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto" and the like: Ray resolves them and fails fast when it cannot
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise RunnerError(f"runner.address: no Ray cluster at {address} ({exc})") from exc
+
+
+def _ray_map(ray, fn: Callable[[Any], R], chunks: list) -> list[R]:
+    remote = ray.remote(fn)
+    try:
+        return ray.get([remote.remote(c) for c in chunks])
+    except ray.exceptions.RayTaskError as exc:
+        # The work's own error, as the other runners raise it (Ray wraps it in its own
+        # class); the remote traceback stays readable as its cause.
+        if isinstance(exc.cause, BaseException):
+            raise exc.cause from exc
+        raise
+    except ray.exceptions.RayError as exc:  # a worker or node died, an object was lost
+        raise RunnerError(f"runner.kind=ray: {exc}") from exc
