@@ -103,6 +103,15 @@ def is_sharded(model: torch.nn.Module) -> bool:
     return any(isinstance(p, DTensor) for p in model.parameters())
 
 
+def reshard(model: torch.nn.Module) -> None:
+    """Free a sharded model's gathered weights after a forward with no backward (the frozen
+    reference): FSDP leaves the root's unsharded, waiting for a backward that never comes."""
+    from torch.distributed.fsdp import FSDPModule
+
+    if isinstance(model, FSDPModule):
+        model.reshard()
+
+
 def plain(t: torch.Tensor) -> torch.Tensor:
     """A replicated DTensor (clip_grad_norm_'s total norm) as an ordinary tensor."""
     from torch.distributed.tensor import DTensor

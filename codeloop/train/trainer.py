@@ -306,7 +306,9 @@ class GRPOUpdater:
         """Token log-probs of the KL reference: the frozen copy, or the adapter-less base."""
         with self._autocast():
             if self.ref is not None:
-                return forward_logps(self.ref, mb)[0]
+                logps = forward_logps(self.ref, mb)[0]
+                sharding.reshard(self.ref)  # FSDP keeps a root it expects a backward for
+                return logps
             with self.peft.disable_adapter():
                 return forward_logps(self.peft, mb)[0]
 
