@@ -69,7 +69,7 @@ def good_root(tmp_path: Path) -> Path:
 def test_preflight_passes_on_a_complete_setup(good_root):
     report = run_preflight(Params(), str(good_root), run_golden=False)
     assert report.ok, report.render()
-    assert len(report.checks) == 9  # the article's eight + policy.device
+    assert len(report.checks) == 10  # the article's eight + policy.device + train.strategy
 
 
 def test_preflight_fails_on_an_empty_workspace_naming_what_is_missing(tmp_path):

@@ -191,7 +191,7 @@ def test_fsdp_with_lora_trains_only_the_adapter(base, tmp_path_factory):
 
 
 def test_fsdp_with_one_process_passes_preflight_as_unsharded_training(base):
-    from codeloop.stages.train import strategy_check
+    from codeloop.ops.preflight import strategy_check
 
     params = Params(train=FSDP, policy={"checkpoint": str(Paths(base).init_model)})
     check = strategy_check(params, base)
@@ -211,7 +211,7 @@ def test_a_quantized_base_is_refused_for_fsdp_naming_train_strategy(base, monkey
 
 
 def test_an_accelerate_fsdp_launch_refuses_a_ddp_params_file(base, monkeypatch):
-    from codeloop.stages.train import strategy_check
+    from codeloop.ops.preflight import strategy_check
 
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
     check = strategy_check(Params(train=TRAIN), base)

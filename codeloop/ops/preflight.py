@@ -5,7 +5,7 @@ with a reason.
 2. dedupe and benchmark exclusion done      6. sampling params and model version recorded
 3. sandbox limits set                       7. frozen eval set and metrics defined
 4. trajectory schema complete               8. reward components logged
-(and 9. policy.device exists on this machine)
+(and 9. policy.device exists on this machine, 10. train.strategy fits the launch)
 
 ``train`` calls ``run_preflight`` first and refuses to start when ``report.ok`` is false.
 Each failed check names the file and what to do.
@@ -291,4 +291,16 @@ def run_preflight(params: Params, root: str = ".", *, run_golden: bool = True) -
     report.checks.append(_frozen_and_metrics(base))
     report.checks.append(traj[2])
     report.checks.append(_policy_device(params))  # item 9: where it trains
+    report.checks.append(strategy_check(params, base))
     return report
+
+
+def strategy_check(params: Params, root: Path) -> Check:
+    """``train.strategy`` against this launch (its world size, the policy's layers)."""
+    from codeloop.train import distributed, sharding
+
+    world = distributed.world_size()
+    problem = sharding.strategy_problem(params, root, world)
+    layers = sharding.layers_of(Paths(root).checkpoint(params.policy.checkpoint))
+    detail = sharding.describe(params.train.strategy, world, layers)
+    return Check("train strategy", not problem, problem or detail, "edit train.strategy")

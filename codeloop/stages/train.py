@@ -33,7 +33,7 @@ from typing import Any
 from codeloop.config import ConfigError, Params, load_params
 from codeloop.data.archive import MANIFEST, read_snapshot
 from codeloop.io import read_json, read_trajectories, write_json, write_jsonl
-from codeloop.ops.preflight import Check, run_preflight
+from codeloop.ops.preflight import run_preflight
 from codeloop.paths import Paths
 from codeloop.schema import Trajectory
 from codeloop.stages import Step, call
@@ -47,34 +47,18 @@ log = logging.getLogger(__name__)
 def check_preflight(params: Params, root: Path) -> dict[str, Any]:
     """Refuse to train when `codeloop preflight` fails on the workspace at ``root``."""
     report = run_preflight(params, str(root))
-    report.checks.append(strategy_check(params, root))
     if not report.ok:
         raise RuntimeError(f"preflight failed, refusing to train:\n{report.render()}")
     log.info("preflight ok")
     return {"ok": True}
 
 
-def strategy_problem(params: Params, root: Path, world: int) -> str:
-    """Why ``train.strategy`` cannot run on a launch of ``world`` ranks, or ''."""
-    cfg = params.train
-    layers = sharding.layers_of(Paths(root).checkpoint(params.policy.checkpoint))
-    return sharding.check_launch(cfg.strategy, world, layers, cfg.lora.quantize)
-
-
 def check_strategy(params: Params, root: Path) -> dict[str, Any]:
     """Refuse a ``train.strategy`` this launch (world size, policy layers) cannot run."""
-    problem = strategy_problem(params, root, ddp.world_size())
+    problem = sharding.strategy_problem(params, root, ddp.world_size())
     if problem:
         raise ConfigError(f"params.yaml: {problem}")
     return {"strategy": params.train.strategy, "world_size": ddp.world_size()}
-
-
-def strategy_check(params: Params, root: Path) -> Check:
-    """``train.strategy`` against this launch, as a preflight check."""
-    problem = strategy_problem(params, root, ddp.world_size())
-    layers = sharding.layers_of(Paths(root).checkpoint(params.policy.checkpoint))
-    detail = sharding.describe(params.train.strategy, ddp.world_size(), layers)
-    return Check("train strategy", not problem, problem or detail, "edit train.strategy")
 
 
 def load_scored(path: Path) -> list[Trajectory]:
@@ -177,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"codeloop.stages.train: {exc}", file=sys.stderr)
         return 2
-    problem = strategy_problem(params, paths.root, int(os.environ.get("WORLD_SIZE", "1")))
+    problem = sharding.strategy_problem(params, paths.root, int(os.environ.get("WORLD_SIZE", "1")))
     if problem:  # every rank refuses alike, before joining the group
         print(f"codeloop.stages.train: {paths.root / args.params}: {problem}", file=sys.stderr)
         return 2

@@ -36,10 +36,16 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
+
+from codeloop.paths import Paths
+
+if TYPE_CHECKING:
+    from codeloop.config import Params
 
 STRATEGIES = ("ddp", "fsdp")
 
@@ -283,6 +289,13 @@ def check_launch(strategy: str, world: int, layers: int | None, quantize: str = 
             "config.json declares no layers (num_hidden_layers / n_layer); use train.strategy: ddp"
         )
     return ""
+
+
+def strategy_problem(params: Params, root: str | os.PathLike, world: int) -> str:
+    """Why ``train.strategy`` cannot run on a launch of ``world`` ranks, or ''."""
+    cfg = params.train
+    layers = layers_of(Paths(Path(root)).checkpoint(params.policy.checkpoint))
+    return check_launch(cfg.strategy, world, layers, cfg.lora.quantize)
 
 
 def describe(strategy: str, world: int, layers: int | None) -> str:
