@@ -89,6 +89,7 @@ def head(tmp_path_factory):
     """A Ray head of two CPUs (this venv's Ray), its address and its process."""
     port = _free_port()
     log = tmp_path_factory.mktemp("ray-log") / "head.log"
+    files = _short_dir(tmp_path_factory, "ray")
     cmd = [
         str(Path(sys.executable).with_name("ray")),
         "start",
@@ -101,10 +102,13 @@ def head(tmp_path_factory):
         "--include-dashboard=false",
         "--disable-usage-stats",
         "--temp-dir",
-        _short_dir(tmp_path_factory, "ray"),
+        files,
     ]
+    # Its workers' working dir is the head's (here its temp dir), never a driver's.
     with open(log, "w") as out:  # the head inherits ray_settings' environment
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, cwd=files, start_new_session=True
+        )
     try:
         _wait_started(proc, log)
         yield SimpleNamespace(address=f"127.0.0.1:{port}", port=port, proc=proc)
@@ -151,6 +155,7 @@ def world(tmp_path_factory):
     policy = build_embedded(SimpleNamespace(policy_init=init), tasks, repo_corpus(repo, repos))
     policy.save(root / "policy")
     return SimpleNamespace(
+        root=root,
         tasks=tasks,
         repo_tasks=repo,
         by_id={t.task_id: t for t in tasks},
@@ -211,9 +216,14 @@ def threaded(world):
 
 @pytest.fixture(scope="module")
 def on_ray(world, threaded, head):
+    """Rollout and score on the head, given paths relative to the world's dir: its workers
+    run in another working dir, so the paths must be resolved before the chunks leave."""
     runner = RunnerConfig(kind="ray", address=head.address, workers=2)
-    rows = _rollout(world, runner)
-    return SimpleNamespace(rows=rows, scored=_score(world, threaded.rows, runner))
+    rel = SimpleNamespace(**{**vars(world), "policy": "policy", "repos": "repos", "envs": "envs"})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(world.root)
+        rows = _rollout(rel, runner)
+        return SimpleNamespace(rows=rows, scored=_score(rel, threaded.rows, runner))
 
 
 @pytest.fixture(scope="module")

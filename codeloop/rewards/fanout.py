@@ -11,11 +11,11 @@ each with its own scorer (codeloop.rewards.kinds).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from codeloop.config import AgentConfig, RewardConfig, RunnerConfig, SandboxConfig
 from codeloop.rollout.resume import ShardStore, code_hash, shard_key
-from codeloop.rollout.runners import chunked, fan_out
+from codeloop.rollout.runners import absolute, chunked, fan_out
 from codeloop.schema import Task, Trajectory
 
 
@@ -95,6 +95,12 @@ def run_score_chunk(job: ScoreJob) -> list[Trajectory]:
     return rows
 
 
+def _absolute(r: RepoSetup) -> RepoSetup:
+    """r's dirs as this process sees them: a worker elsewhere has a working dir of its own."""
+    return replace(r, repos_dir=absolute(r.repos_dir), clean_envs=absolute(r.clean_envs),
+                   envs_dir=absolute(r.envs_dir or r.agent.envs_dir))
+
+
 def _chunks(groups: list[list[int]], n_chunks: int, resume_groups: int) -> list[list[list[int]]]:
     """Chunks of whole groups: n_chunks of them, or fixed shards of resume_groups groups."""
     if resume_groups:  # fixed shards, independent of the runner: a rerun finds them
@@ -121,7 +127,8 @@ def fan_out_score(
     shards a killed run finished (codeloop.rollout.resume). repos: where repository
     tasks' snapshots and environments are.
     """
-    repos = repos or RepoSetup()
+    repos = _absolute(repos or RepoSetup())
+    resume_dir = absolute(resume_dir)
     groups: dict[str, list[int]] = {}
     for i, t in enumerate(trajs):
         groups.setdefault(t.prompt_key, []).append(i)
@@ -142,7 +149,7 @@ def fan_out_score(
         by_id = {k: v for k, v in tasks_by_id.items() if k in ids}
         rows = [trajs[i] for i in idx]
         key = shard_key(inputs, rows + [by_id[k] for k in sorted(by_id)]) if resume_dir else ""
-        jobs.append(ScoreJob(rows, by_id, reward, sandbox, hidden, str(resume_dir), key, repos))
+        jobs.append(ScoreJob(rows, by_id, reward, sandbox, hidden, resume_dir, key, repos))
         where.append(idx)
     out: list[Trajectory | None] = [None] * len(trajs)
     for idx, rows in zip(where, fan_out(run_score_chunk, jobs, runner), strict=True):

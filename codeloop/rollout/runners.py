@@ -4,7 +4,7 @@ Rollout and score split their tasks into chunks and call ``fan_out(fn, chunks, c
 results come back in chunk order whatever the engine, so a Dask or Ray run produces the
 same rows, in the same order, as the threaded one. ``fn`` must be a top-level function
 (picklable by reference) and each chunk plain data: Dask and Ray ship them to other
-processes or machines.
+processes or machines, so a chunk's paths are made ``absolute`` before it leaves.
 
 - threads (default): a ThreadPoolExecutor in this process; right when the work is
   subprocess-bound (the sandbox) or releases the GIL (torch).
@@ -40,6 +40,12 @@ R = TypeVar("R")
 
 class RunnerError(RuntimeError):
     """The runner itself failed (engine missing, scheduler unreachable): infrastructure."""
+
+
+def absolute(path: str | os.PathLike) -> str:
+    """The path as this process resolves it ('' stays ''): a chunk's paths are opened by a
+    worker whose working dir is its own (a Ray node's is where ``ray start`` ran)."""
+    return os.path.abspath(path) if str(path) else ""
 
 
 def chunked(items: Sequence[T], n_chunks: int) -> list[list[T]]:

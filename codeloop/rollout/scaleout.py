@@ -31,14 +31,14 @@ are its own (another sampler), the same for the same seeds on any runner.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from codeloop.config import RunnerConfig, SandboxConfig
 from codeloop.policy.engine import EngineSettings
 from codeloop.policy.engine_policy import shared_engine_policy
 from codeloop.rollout.context import EpisodeContext
 from codeloop.rollout.resume import ShardStore, code_hash, policy_version, shard_key
-from codeloop.rollout.runners import chunked, fan_out
+from codeloop.rollout.runners import absolute, chunked, fan_out
 from codeloop.schema import Task, Trajectory
 
 
@@ -139,6 +139,10 @@ def fan_out_rollout(
     if resume_dir and score is not None:
         raise ValueError("resume_dir: resumable rollout keys shards on rollout inputs only")
     src = source if isinstance(source, PolicySource) else PolicySource(str(source))
+    # Paths as this process sees them: a worker elsewhere has a working dir of its own.
+    src = replace(src, policy_dir=absolute(src.policy_dir))
+    ctx = replace(ctx, repos_dir=absolute(ctx.repos_dir))
+    envs_root = absolute(envs_root or ctx.agent.envs_dir)
     groups: list[list[Task]] = []
     inputs: dict = {}
     if resume_dir:
@@ -154,8 +158,8 @@ def fan_out_rollout(
             ctx=ctx,
             sandbox=sandbox,
             score=score,
-            envs_root=str(envs_root),
-            resume_dir=str(resume_dir),
+            envs_root=envs_root,
+            resume_dir=absolute(resume_dir),
             groups=c if resume_dir else [],
             resume_inputs=inputs,
         )
