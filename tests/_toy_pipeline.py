@@ -97,6 +97,14 @@ def _dvc(repo: Path, *args: str) -> None:
     subprocess.run([sys.executable, "-m", "dvc", *args], cwd=repo, check=True, env=env)
 
 
+def dvc_run(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    """A dvc command in repo whose outcome the test reads (not checked, output captured)."""
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "dvc", *args], cwd=repo, env=env, capture_output=True, text=True
+    )
+
+
 def make_toy_repo(root: Path) -> Path:
     """root/repo: a committed git + dvc repo with the toy stages; root/remote its remote."""
     repo = root / "repo"

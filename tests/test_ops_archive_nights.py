@@ -9,29 +9,17 @@ three nights (module scope: each night costs several dvc calls).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from codeloop.data.archive import query, read_table
 from codeloop.io import read_json
 from codeloop.paths import Paths
-from tests._toy_pipeline import add_score_stage, git, make_toy_repo, stage_env
+from tests._toy_pipeline import add_score_stage, dvc_run, git, make_toy_repo, stage_env
 
 pytestmark = pytest.mark.slow
 
 NIGHTS = 3
 ROWS_PER_NIGHT = 12
-
-
-def _dvc(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "dvc", *args], cwd=repo, env=env, capture_output=True, text=True
-    )
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +35,9 @@ def three_nights(tmp_path_factory, prefect_harness) -> dict:
         table = read_table(Paths(repo).archive_dir)
         # Back to the first promotion: its archive version and a dvc repro of it.
         git(repo, "checkout", "-q", "iter-0001")
-        checkout = _dvc(repo, "checkout", "--force")
+        checkout = dvc_run(repo, "checkout", "--force")
         first_archive = read_table(Paths(repo).archive_dir)
-        repro = _dvc(repo, "repro")
+        repro = dvc_run(repo, "repro")
     return {
         "repo": repo,
         "outs": outs,

@@ -15,8 +15,7 @@ import yaml
 
 from codeloop.data.archive import MANIFEST, snapshot
 from codeloop.io import write_json
-from tests._toy_pipeline import git, make_toy_repo, stage_env
-from tests.test_ops_archive_nights import _add_score_stage, _dvc
+from tests._toy_pipeline import add_score_stage, dvc_run, git, make_toy_repo, stage_env
 
 pytestmark = pytest.mark.slow
 
@@ -35,14 +34,14 @@ def nights(tmp_path_factory, prefect_harness) -> dict:
     from flows.nightly import nightly
 
     repo = make_toy_repo(tmp_path_factory.mktemp("replay-nights"))
-    _add_score_stage(repo)
+    add_score_stage(repo)
     _train_reads_the_manifest(repo)
     with stage_env():
         outs = [nightly(repo=str(repo), pull=False) for _ in range(3)]
-        status_head = _dvc(repo, "status", "train", "--json")
+        status_head = dvc_run(repo, "status", "train", "--json")
         git(repo, "checkout", "-q", "iter-0002")
-        _dvc(repo, "checkout", "--force")
-        status_2 = _dvc(repo, "status", "train", "--json")
+        dvc_run(repo, "checkout", "--force")
+        status_2 = dvc_run(repo, "status", "train", "--json")
     manifests = {
         tag: json.loads(git(repo, "show", f"{tag}:{MANIFEST}"))
         for tag in ("iter-0001", "iter-0002", "iter-0003")
