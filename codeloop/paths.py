@@ -32,6 +32,10 @@ CRITIC_MODEL = "models/critic"
 METRICS_DIR = "metrics"
 ITERATIONS_CSV = "history/iterations.csv"
 PASS_RATES_JSON = "history/pass_rates.json"
+# The promoted policy's per-task frozen-set results, kept at promotion: what the gate
+# pairs each later candidate against (evaluate writes the candidate's as EVAL_TASKS_JSON).
+EVAL_BASELINE_JSON = "history/eval_baseline.json"
+EVAL_TASKS_JSON = "metrics/eval_tasks.json"
 
 # metrics/<file> per stage; evaluate's is eval.json (its DVC metrics name since the start).
 METRICS_FILES = {
@@ -161,6 +165,14 @@ class Paths:
     @property
     def eval_plot(self) -> Path:
         return self.metrics_dir / "eval_plot.json"
+
+    @property
+    def eval_tasks(self) -> Path:
+        return self._p(EVAL_TASKS_JSON)
+
+    @property
+    def eval_baseline(self) -> Path:
+        return self._p(EVAL_BASELINE_JSON)
 
     @property
     def iterations_csv(self) -> Path:

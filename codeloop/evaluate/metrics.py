@@ -201,13 +201,27 @@ def set_metrics(episodes: list[Episode], n: int) -> dict[str, Any]:
     return out
 
 
-def per_task_pass_rates(episodes: list[Episode]) -> dict[str, float]:
-    """task_id -> share of correct samples (infra-failed samples excluded)."""
+def per_task_outcomes(episodes: list[Episode]) -> dict[str, list[bool]]:
+    """task_id -> each sample's correctness (infra-failed samples excluded)."""
     seen: dict[str, list[bool]] = defaultdict(list)
     for e in episodes:
         if not e.infra_error:
             seen[e.task_id].append(e.correct)
-    return {tid: sum(v) / len(v) for tid, v in sorted(seen.items())}
+    return dict(sorted(seen.items()))
+
+
+def per_task_pass_rates(episodes: list[Episode]) -> dict[str, float]:
+    """task_id -> share of correct samples (infra-failed samples excluded)."""
+    return _shares(per_task_outcomes(episodes))
+
+
+def _shares(outcomes: dict[str, list[bool]]) -> dict[str, float]:
+    return {tid: sum(v) / len(v) for tid, v in outcomes.items()}
+
+
+def _counts(outcomes: dict[str, list[bool]]) -> dict[str, list[int]]:
+    """task_id -> [passed, samples]: what the gate pairs the next candidate against."""
+    return {tid: [sum(v), len(v)] for tid, v in outcomes.items()}
 
 
 def critic_selected_rate(
@@ -227,6 +241,12 @@ def critic_selected_rate(
         best = critic.rerank(tasks_by_id[tid], [e.code for e in es])[0]
         hits += es[best].correct
     return _rate(hits, len(per_task))
+
+
+# Evaluation samples every night from the seed stream of iteration 0: the promoted policy
+# and tonight's candidate then draw the same random numbers for each (task, sample), so
+# the gate's per-task differences are the policies', not the dice's.
+EVAL_SEED_ITERATION = 0
 
 
 def eval_rollout_config(cfg: EvaluateConfig, modes: RolloutConfig | None = None) -> RolloutConfig:
@@ -259,7 +279,7 @@ def _evaluate_repo_set(
     from codeloop.rollout.context import EpisodeContext
     from codeloop.rollout.envs import run_episodes
 
-    ctx = EpisodeContext(rcfg, dataset_version, iteration, 0.0, agent=agent.cfg)
+    ctx = EpisodeContext(rcfg, dataset_version, EVAL_SEED_ITERATION, 0.0, agent=agent.cfg)
     trajs = run_episodes(tasks, policy, None, ctx, agent_env=agent.env)
     by_id = {t.task_id: t for t in tasks}
     live = [i for i, t in enumerate(trajs) if not t.infra_error]
@@ -275,8 +295,7 @@ def _evaluate_repo_set(
     for t, r in zip(trajs, resolved, strict=True):
         if not t.infra_error:
             rates[t.task_id].append(r)
-    pass_rates = {k: sum(v) / len(v) for k, v in sorted(rates.items())}
-    return m, pass_rates, agent_summary(trajs, iteration, resolved)
+    return m, dict(sorted(rates.items())), agent_summary(trajs, iteration, resolved)
 
 
 def evaluate_sets(
@@ -311,7 +330,7 @@ def evaluate_sets(
     if training_tasks is not None:
         check_no_leak(sets, training_tasks)
     rcfg = eval_rollout_config(cfg, modes)
-    out: dict[str, Any] = {"sets": {}, "pass_rates": {}}
+    out: dict[str, Any] = {"sets": {}, "pass_rates": {}, "task_counts": {}}
     for name, tasks in sorted(sets.items()):
         if cfg.max_tasks_per_set:
             tasks = tasks[: cfg.max_tasks_per_set]
@@ -320,20 +339,24 @@ def evaluate_sets(
         if by_kind(tasks)["repo"]:
             if agent is None:
                 raise ValueError(f"frozen set {name!r} holds repository tasks: need agent=")
-            m, rates, summary = _evaluate_repo_set(
+            m, outcomes, summary = _evaluate_repo_set(
                 policy, tasks, executor, rcfg, agent, iteration, dataset_version
             )
-            out["sets"][name], out["pass_rates"][name] = m, rates
+            out["sets"][name] = m
+            out["pass_rates"][name] = _shares(outcomes)
+            out["task_counts"][name] = _counts(outcomes)
             out.setdefault("agent", {})[name] = summary
             continue
-        ctx = EpisodeContext(rcfg, dataset_version, iteration, float(timeout_s or 0.0))
+        ctx = EpisodeContext(rcfg, dataset_version, EVAL_SEED_ITERATION, float(timeout_s or 0.0))
         trajs = run_episodes(tasks, policy, executor, ctx)
         by_id = {t.task_id: t for t in tasks}
         episodes = judge_episodes(trajs, by_id, executor)
         out["sets"][name] = set_metrics(episodes, cfg.samples_per_task)
         if critic is not None and cfg.samples_per_task > 1:  # one sample: nothing to choose
             out["sets"][name]["pass@1_critic"] = critic_selected_rate(episodes, by_id, critic)
-        out["pass_rates"][name] = per_task_pass_rates(episodes)
+        outcomes = per_task_outcomes(episodes)
+        out["pass_rates"][name] = _shares(outcomes)
+        out["task_counts"][name] = _counts(outcomes)
     out["model_version"] = getattr(policy, "model_version", "")
     out["samples_per_task"] = cfg.samples_per_task
     return out

@@ -79,9 +79,22 @@ def _copy_candidate(src: Path, target: Path, repo: Path) -> None:
         shutil.copytree(src, target)
 
 
+def keep_eval_tasks(paths: Paths, tag: str) -> None:
+    """Keep the promoted candidate's per-task frozen-set results (metrics/eval_tasks.json)
+    as history/eval_baseline.json, tagged, for the next nights' paired gate. Without them
+    the old file goes: a baseline of an older iteration must never pair with a newer one."""
+    from codeloop.io import read_json, write_json
+
+    if paths.eval_tasks.exists():
+        write_json(paths.eval_baseline, {"tag": tag, **read_json(paths.eval_tasks)})
+    else:
+        paths.eval_baseline.unlink(missing_ok=True)
+
+
 def promote(repo: str | Path, iteration: int, row: dict[str, Any], pass_rates: dict[str, float]):
     """Copy models/candidate to models/iter-NNNN, `dvc add` it, point policy.checkpoint
-    at it, append the history row and merge pass rates. Returns the files to commit.
+    at it, append the history row, merge pass rates and keep the per-task evaluation
+    results. Returns the files to commit.
 
     On any failure everything this step wrote is undone, so the last good iteration
     stays exactly as it was.
@@ -107,6 +120,7 @@ def promote(repo: str | Path, iteration: int, row: dict[str, Any], pass_rates: d
         set_checkpoint(repo / "params.yaml", f"models/{tag}")
         append_iteration(row, repo / ITERATIONS_CSV)
         update_pass_rates(pass_rates, repo / PASS_RATES_JSON)
+        keep_eval_tasks(Paths(repo), tag)
     except Exception:
         shutil.rmtree(target, ignore_errors=True)
         (repo / f"models/{tag}.dvc").unlink(missing_ok=True)

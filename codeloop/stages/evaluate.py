@@ -2,10 +2,13 @@
 
 Reads models/candidate, models/critic (critic-guided selection, when the critic stage
 has written it), data/clean/frozen/*.parquet (leak-checked against
-data/clean/tasks.parquet), metrics/score.json, history/iterations.csv. Writes
+data/clean/tasks.parquet), metrics/score.json, history/iterations.csv and
+history/eval_baseline.json. Writes
 metrics/eval.json (DVC metrics: per-set metrics, the candidate's iteration, the gate
-decision) and metrics/eval_plot.json (DVC plots: one record per iteration, promoted
-history plus this candidate). The gate is computed here so that `dvc repro` alone shows
+decision), metrics/eval_tasks.json (per-task results: promotion keeps them as
+history/eval_baseline.json, which the next night's gate pairs against) and
+metrics/eval_plot.json (DVC plots: one record per iteration, promoted history plus this
+candidate). The gate is computed here so that `dvc repro` alone shows
 it; the nightly flow recomputes it with the same ``gate`` from the same files before
 promoting.
 """
@@ -17,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codeloop.config import Params
-from codeloop.evaluate.gate import decide, hacking_alarms
+from codeloop.evaluate.gate import GateRule, TaskResults, decide, hacking_alarms
 from codeloop.evaluate.history import make_row, next_iteration, plot_rows, read_iterations
 from codeloop.io import read_json, read_tasks, write_json
 from codeloop.paths import Paths
@@ -116,18 +119,63 @@ def gate(
         score_metrics=_maybe_json(paths.metrics("score")),
     )
     alarms = hacking_alarms(history, row)
-    decision = decide(
-        eval_metrics, history[-1] if history else None, params.evaluate.gate_tolerance, alarms
-    )
+    rule = GateRule(params.evaluate.gate_tolerance, params.evaluate.gate_alpha)
+    last = history[-1] if history else None
+    tasks = task_results(params, paths, eval_metrics, last)
+    decision = decide(eval_metrics, last, rule, alarms, tasks)
     log.info("%s", decision.summary())
     return {"decision": decision.to_dict(), "row": row, "alarms": alarms}
 
 
+def eval_settings(params: Params) -> dict[str, Any]:
+    """What decides how a policy is sampled at evaluation: two policies' per-task results
+    pair only when these are equal (the gate's fields are left out: they judge, not sample)."""
+    cfg = params.evaluate.model_dump()
+    for key in ("gate_tolerance", "gate_alpha"):
+        cfg.pop(key, None)
+    return {
+        "evaluate": cfg,
+        "mode": params.rollout.mode,
+        "agent_mode": params.rollout.agent_mode,
+        "engine": params.policy.engine,
+    }
+
+
+def task_results(
+    params: Params, paths: Paths, eval_metrics: dict[str, Any], last: dict[str, Any] | None
+) -> TaskResults:
+    """The candidate's per-task results (in ``eval_metrics`` or metrics/eval_tasks.json) and
+    the promoted policy's from history/eval_baseline.json, when they were measured on that
+    same promoted iteration under the same settings."""
+    candidate = eval_metrics.get("task_counts")
+    if candidate is None:
+        candidate = _maybe_json(paths.eval_tasks).get("sets") or {}
+    cached = _maybe_json(paths.eval_baseline)
+    why = ""
+    if last is None:
+        why = "nothing promoted yet"
+    elif not cached:
+        why = f"no per-task results were kept for {last.get('tag', '')}"
+    elif cached.get("tag") != last.get("tag"):
+        why = f"the kept per-task results are {cached.get('tag')!r}'s, not {last.get('tag')!r}'s"
+    elif cached.get("settings") != eval_settings(params):
+        why = f"{last.get('tag')} was evaluated under other evaluate settings"
+    return TaskResults(candidate, None if why else cached.get("sets") or {}, why)
+
+
 def write_eval(
-    paths: Paths, metrics: dict[str, Any], result: dict[str, Any], trend: list[dict[str, Any]]
+    paths: Paths, metrics: dict[str, Any], result: dict[str, Any], trend: list[dict[str, Any]],
+    settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """metrics/eval.json and metrics/eval_plot.json; returns what the artifacts show."""
+    """metrics/eval.json, metrics/eval_plot.json and metrics/eval_tasks.json (per-task
+    results, kept at promotion for the gate); returns what the artifacts show."""
     write_json(paths.metrics("evaluate"), metrics)
+    write_json(paths.eval_tasks, {
+        "iteration": metrics.get("iteration"),
+        "model_version": metrics.get("model_version", ""),
+        "settings": settings or {},
+        "sets": result.get("task_counts") or {},
+    })
     write_json(paths.eval_plot, trend)
     return {
         "result": result,
@@ -149,7 +197,12 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
         "iteration": iteration,
         "model_version": verdict["row"]["model_version"],
         "sets": result["sets"],
-        "gate": {**verdict["decision"], "tolerance": params.evaluate.gate_tolerance},
+        "gate": {
+            **verdict["decision"],
+            "tolerance": params.evaluate.gate_tolerance,
+            "alpha": params.evaluate.gate_alpha,
+        },
     }
-    step(write_eval, paths, metrics, result, plot_rows(history + [verdict["row"]]))
+    trend = plot_rows(history + [verdict["row"]])
+    step(write_eval, paths, metrics, result, trend, eval_settings(params))
     return metrics
