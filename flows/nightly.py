@@ -30,6 +30,13 @@ like everything else, but the next night still samples anew instead of rebuildin
 identical, already refused candidate. Tags ``iter-NNNN`` count promotions, so after a
 refusal ``rollout.iteration`` runs ahead of the tag number; the promoted commit's
 params.yaml records the value that was used.
+
+A run killed mid-night (SIGKILL, a lost machine) leaves that state marked ``running``; the
+next run puts the tracked files back as the last good iteration left them and runs the
+same night number again, so rollout and score reuse the shards the killed run finished
+(codeloop.rollout.resume). Every night, promoted, refused, failed or killed, is appended to
+the nights log (codeloop.ops.nights) and the last week is published as the ``nights``
+artifact.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import argparse
 import logging
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +58,12 @@ from codeloop.data.archive import MANIFEST, snapshot
 from codeloop.evaluate.history import pass_rates_from_trajectories, read_iterations, tag_for
 from codeloop.io import read_json, read_trajectories, write_json
 from codeloop.ops.archiving import archive_night, undo_archive
+from codeloop.ops.nights import append_night, night_row, nights_table, read_nights
 from codeloop.ops.promote import promote, set_param
 from codeloop.ops.vcs import dvc, git, require_clean, workspace_lock
 from codeloop.paths import Paths
 from codeloop.stages import evaluate as evaluate_stage
+from tasks.artifacts import publish_nights
 from tasks.ops import check_remote, dvc_pull, dvc_push, repro_stage, with_retry_delay
 from tasks.steps import as_task, stage_logs
 
@@ -130,17 +140,38 @@ def next_night(repo: Path) -> int | None:
 
 
 @task
-def bump_iteration(repo: str) -> int | None:
-    """Set rollout.iteration to the next night number so tonight samples anew."""
+def bump_iteration(repo: str, night: int | None = None) -> int | None:
+    """Set rollout.iteration to the next night number so tonight samples anew (or to
+    ``night``: an interrupted night run again, whose finished rollout shards are reused)."""
     base = Path(repo)
-    night = next_night(base)
+    night = night if night is not None else next_night(base)
     if night is None:
         get_run_logger().warning("params.yaml has no rollout.iteration: nothing to bump")
         return None
     old = set_param(base / "params.yaml", "rollout", "iteration", str(night))
-    write_json(base / NIGHTS_STATE, {"last_rollout_iteration": night})
+    write_json(base / NIGHTS_STATE, {"last_rollout_iteration": night, "running": True})
     get_run_logger().info("rollout.iteration %s -> %d", old, night)
     return night
+
+
+def _night_over(repo: str) -> None:
+    """Mark the night's run as ended (whatever its outcome): only a killed run leaves
+    ``running`` set for the next run to find."""
+    state = Path(repo) / NIGHTS_STATE
+    if state.exists():
+        write_json(state, {**read_json(state), "running": False})
+
+
+def interrupted_night(repo: str) -> int | None:
+    """The night a killed run left unfinished (we hold the lock, so its run is dead), or
+    None. Its tracked files are put back as the last good iteration left them; its
+    finished rollout and score shards (.dvc/tmp) stay, so running it again resumes."""
+    state = Path(repo) / NIGHTS_STATE
+    st = read_json(state) if state.exists() else {}
+    if not st.get("running"):
+        return None
+    _restore(repo)
+    return int(st["last_rollout_iteration"])
 
 
 def gate(repo: str) -> dict[str, Any]:
@@ -214,66 +245,104 @@ def _restore_after_failure(repo: str, log: logging.Logger | logging.LoggerAdapte
         log.error("restoring the last good iteration failed too: %s", exc)
 
 
+def log_night(repo: str, started: float, outcome: str, seen: dict[str, Any],
+              result: dict[str, Any] | None = None, error: str = "") -> None:
+    """Append tonight to the nights log (it survives the restore) and publish the week.
+    ``seen`` is what the night recorded before any restore: its number and train metrics."""
+    result = result or {}
+    row = night_row(
+        seen.get("night"), outcome, (time.monotonic() - started) / 60, result.get("decision"),
+        seen.get("train"), tag=result.get("tag", ""), error=error,
+    )
+    append_night(repo, row)
+    publish_nights(nights_table(read_nights(repo)))
+
+
 @flow(name="nightly")
 def nightly(repo: str = ".", pull: bool = True, push: bool = True) -> dict[str, Any]:
     """One iteration: returns {"promoted", "tag", "decision", "commit", "candidate"
-    (its model_version), "rollout_iteration" (the night number used)}."""
-    log = get_run_logger()
+    (its model_version), "rollout_iteration" (the night number used)}. Every night,
+    whatever its outcome, is appended to the nights log (codeloop.ops.nights)."""
     repo = str(Path(repo).resolve())
     with workspace_lock(repo):
-        require_clean(repo, "nightly run")
-        if pull or push:
-            with_retry_delay(check_remote)(repo)
-        if pull:
-            with_retry_delay(dvc_pull)(repo)
+        started, seen = time.monotonic(), {"night": interrupted_night(repo)}
+        if seen["night"] is not None:
+            get_run_logger().warning("night %d was killed mid-run: running it again, "
+                                     "reusing its finished shards", seen["night"])
+            append_night(repo, night_row(seen["night"], "killed", 0.0,
+                                         error="the run was killed; resumed by the next run"))
         try:
-            night = bump_iteration(repo)
-            snapshot_archive(repo)
-            for stage in stage_order(Path(repo)):
-                repro_stage.with_options(task_run_name=f"repro_stage[{stage}]")(repo, stage)
-            verdict = gate(repo)
-        except Exception:
-            log.error("a stage failed: restoring the last good iteration")
-            _restore_after_failure(repo, log)
+            result = _night(repo, pull, push, seen)
+        except Exception as exc:
+            log_night(repo, started, "failed", seen, error=f"{type(exc).__name__}: {exc}")
             raise
-        row, decision = verdict["row"], verdict["decision"]
-        if not decision["promote"]:
-            log.warning("gate refused; last good iteration left untouched")
-            _restore(repo)
-            return {
-                "promoted": False,
-                "tag": "",
-                "decision": decision,
-                "commit": "",
-                "candidate": row["model_version"],
-                "rollout_iteration": night,
-            }
-        files = promote_candidate(repo, row)
-        counts = None
-        try:
-            # archive_night undoes its own partial work; a push failure undoes it here.
-            archived, counts = archive(repo)
-            files = [*files, *archived]
-            if push:
-                with_retry_delay(dvc_push)(repo)
-        except Exception:
-            if counts is not None:
-                undo_archive(repo, counts["iterations"])
-            tag = tag_for(int(row["iteration"]))
-            shutil.rmtree(Path(repo) / "models" / tag, ignore_errors=True)
-            (Path(repo) / "models" / f"{tag}.dvc").unlink(missing_ok=True)
-            _restore_after_failure(repo, log)
-            raise
-        commit = commit_and_tag(repo, files, row)
-        log.info("promoted %s at %s", tag_for(int(row["iteration"])), commit[:12])
+        finally:
+            _night_over(repo)
+        outcome = "promoted" if result["promoted"] else "refused"
+        log_night(repo, started, outcome, seen, result)
+        return result
+
+
+def _night(repo: str, pull: bool, push: bool, seen: dict[str, Any]) -> dict[str, Any]:
+    """The night itself, under the workspace lock; ``seen`` gets the night number and the
+    train stage's metrics as soon as they exist (a restore would put back older ones)."""
+    log = get_run_logger()
+    require_clean(repo, "nightly run")
+    if pull or push:
+        with_retry_delay(check_remote)(repo)
+    if pull:
+        with_retry_delay(dvc_pull)(repo)
+    try:
+        night = seen["night"] = bump_iteration(repo, seen.get("night"))
+        snapshot_archive(repo)
+        train = Paths(Path(repo)).metrics("train")
+        for stage in stage_order(Path(repo)):
+            repro_stage.with_options(task_run_name=f"repro_stage[{stage}]")(repo, stage)
+            if stage == "train" and train.exists():
+                seen["train"] = read_json(train)
+        verdict = gate(repo)
+    except Exception:
+        log.error("a stage failed: restoring the last good iteration")
+        _restore_after_failure(repo, log)
+        raise
+    row, decision = verdict["row"], verdict["decision"]
+    if not decision["promote"]:
+        log.warning("gate refused; last good iteration left untouched")
+        _restore(repo)
         return {
-            "promoted": True,
-            "tag": tag_for(int(row["iteration"])),
+            "promoted": False,
+            "tag": "",
             "decision": decision,
-            "commit": commit,
+            "commit": "",
             "candidate": row["model_version"],
             "rollout_iteration": night,
         }
+    files = promote_candidate(repo, row)
+    counts = None
+    try:
+        # archive_night undoes its own partial work; a push failure undoes it here.
+        archived, counts = archive(repo)
+        files = [*files, *archived]
+        if push:
+            with_retry_delay(dvc_push)(repo)
+    except Exception:
+        if counts is not None:
+            undo_archive(repo, counts["iterations"])
+        tag = tag_for(int(row["iteration"]))
+        shutil.rmtree(Path(repo) / "models" / tag, ignore_errors=True)
+        (Path(repo) / "models" / f"{tag}.dvc").unlink(missing_ok=True)
+        _restore_after_failure(repo, log)
+        raise
+    commit = commit_and_tag(repo, files, row)
+    log.info("promoted %s at %s", tag_for(int(row["iteration"])), commit[:12])
+    return {
+        "promoted": True,
+        "tag": tag_for(int(row["iteration"])),
+        "decision": decision,
+        "commit": commit,
+        "candidate": row["model_version"],
+        "rollout_iteration": night,
+    }
 
 
 def main() -> None:

@@ -7,7 +7,9 @@ the tool-call mix and one sampled episode step by step), agent-eval (evaluate: r
 agent-eval-tool-mix and agent-eval-episode (evaluate: the same on the frozen repository
 sets, with the resolved rate), and where an inference engine sampled (``policy.engine:
 vllm``) engine-rollout (rollout: the engine's start and weight-sync seconds, requests,
-tokens per second) and engine-train (train: the correction of the engine's rows).
+tokens per second) and engine-train (train: the correction of the engine's rows); the
+nightly flow publishes nights (the last week of nights: outcome, paired Δ ± SE per set,
+KL, minutes, reasons).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ AGENT_ARTIFACT_KEYS = (
 )
 # Published only when an inference engine sampled the rows (policy.engine other than hf).
 ENGINE_ARTIFACT_KEYS = ("engine-rollout", "engine-train")
+# Published by the nightly flow itself, after every night (promoted, refused or failed).
+NIGHTLY_ARTIFACT_KEYS = ("nights",)
 # train's summary keys for an engine's rows (codeloop.train.sampler_gap)
 ENGINE_TRAIN_KEYS = ("engine_rows", "engine_logp_gap", "engine_is_truncated",
                      "engine_is_weight_mean")
@@ -121,13 +125,27 @@ def publish_eval_artifacts(
     )
 
 
+def paired_lines(paired: dict[str, dict[str, Any]]) -> list[str]:
+    """The gate's per-set comparison as a markdown table (empty without one)."""
+    if not paired:
+        return []
+    lines = ["", "| set | Δ pass@1 | SE | one-sided p | min. detectable drop | verdict |",
+             "|---|---|---|---|---|---|"]
+    for name, p in sorted(paired.items()):
+        cells = [f"{p[k]:.4g}" if isinstance(p.get(k), float) else "-"
+                 for k in ("delta", "se", "p_value", "mdd")]
+        lines.append(f"| {name} | {' | '.join(cells)} | {p.get('verdict', '')} |")
+    return lines
+
+
 @task(name="publish_gate_artifacts")
 def publish_gate_artifacts(decision: dict[str, Any], alarms: list[str]) -> None:
-    """Gate decision (with every reason) and the hacking alarms, as markdown."""
+    """Gate decision (with every reason and the paired table) and the hacking alarms."""
     verdict = "PROMOTE" if decision.get("promote") else "REFUSE"
     lines = [f"# Gate: **{verdict}**", ""]
     lines += [f"- refused: {r}" for r in decision.get("reasons", [])]
     lines += [f"- ok: {n}" for n in decision.get("notes", [])]
+    lines += paired_lines(decision.get("paired") or {})
     create_markdown_artifact(key="gate-decision", markdown="\n".join(lines))
     body = "\n".join(f"- {a}" for a in alarms) if alarms else "No hacking alarm raised."
     create_markdown_artifact(key="alarms", markdown=f"# Reward-hacking alarms\n\n{body}\n")
@@ -253,4 +271,15 @@ def publish_engine_train(summary: dict[str, Any]) -> None:
         table=[{k: _fmt(summary[k]) for k in ENGINE_TRAIN_KEYS if k in summary}],
         description=f"candidate {str(summary.get('model_version', ''))[:12]}: engine rows "
         "corrected against the policy as the iteration starts",
+    )
+
+
+@task(name="publish_nights")
+def publish_nights(table: list[dict[str, Any]]) -> None:
+    """The last week of nights (codeloop.ops.nights.nights_table) as one table."""
+    create_table_artifact(
+        key="nights",
+        table=table or [{"night": "none"}],
+        description="The last nights: outcome, paired Δ ± SE per frozen set vs the promoted "
+        "policy, KL of the update, minutes, the gate's reasons",
     )

@@ -2,7 +2,8 @@
 
 Two stages stand in for the ML: ``train`` writes models/candidate/weights.txt as
 ``<toy.score>@<rollout.iteration>`` (so a new night number gives a new candidate; with
-``TOY_CANDIDATES_LOG`` set it also appends that to the named file outside the repo) and
+``TOY_CANDIDATES_LOG`` set it also appends that to the named file outside the repo; while
+the file ``TOY_HANG_FILE`` names exists it touches ``<that>.started`` and stands still) and
 ``evaluate`` writes metrics/eval.json in the shape flows/evaluate.py writes, with
 pass@1 = toy.score / 100 and model_version derived from the candidate. With
 ``CODELOOP_TOY_ARTIFACTS=1`` in its environment the evaluate stage also publishes the
@@ -30,6 +31,11 @@ TRAIN_STAGE = textwrap.dedent(
     it = yaml.safe_load(open("params.yaml"))["rollout"]["iteration"]
     d = pathlib.Path("models/candidate")
     d.mkdir(parents=True, exist_ok=True)
+    hang = os.environ.get("TOY_HANG_FILE")
+    if hang and os.path.exists(hang):  # stand still mid-stage, for a kill to land in
+        open(hang + ".started", "w").close()
+        import time
+        time.sleep(600)
     (d / "weights.txt").write_text(f"{toy['score']}@{it}")
     if os.environ.get("TOY_CANDIDATES_LOG"):  # a probe outside the repo: every build
         with open(os.environ["TOY_CANDIDATES_LOG"], "a") as f:

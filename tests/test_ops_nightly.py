@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from codeloop.evaluate.history import read_iterations
+from codeloop.ops.nights import nights_table, read_nights
 from codeloop.ops.vcs import WorkspaceError, workspace_lock
 from codeloop.paths import Paths
 from tests._toy_pipeline import git, make_toy_repo, set_toy
@@ -151,3 +152,21 @@ def test_a_second_run_on_a_locked_workspace_is_refused(tmp_path):
     with workspace_lock(tmp_path), pytest.raises(WorkspaceError, match="another run"):
         with workspace_lock(tmp_path):
             pass
+
+
+def test_every_night_promoted_refused_or_failed_is_in_the_nights_log(nights):
+    rows = read_nights(nights["repo"])
+    assert [r["outcome"] for r in rows] == ["promoted", "refused", "failed", "failed"]
+    assert rows[0]["tag"] == "iter-0001" and rows[1]["tag"] == ""
+    assert rows[0]["night"] is not None and rows[3]["night"] is None  # dirty: never began
+
+
+def test_the_nights_log_keeps_the_refusal_reason_and_the_failure(nights):
+    rows = read_nights(nights["repo"])
+    assert any("heldout" in r or "humaneval" in r for r in rows[1]["reasons"])
+    assert "uncommitted changes" in rows[3]["reasons"][0]
+
+
+def test_the_nights_table_shows_one_row_a_night_with_minutes(nights):
+    table = nights_table(read_nights(nights["repo"]))
+    assert len(table) == 4 and all(r["minutes"] >= 0 for r in table)

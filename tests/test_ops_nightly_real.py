@@ -9,6 +9,7 @@ repo's local DVC remote configuration. Slow (several minutes on 2 cores).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.artifacts import ARTIFACT_KEYS
+from tasks.artifacts import ARTIFACT_KEYS, NIGHTLY_ARTIFACT_KEYS
 from tests._prefect_api import base_name as _base
 from tests._prefect_api import post as _post
 from tests._prefect_server import local_prefect_server
@@ -59,7 +60,7 @@ def real_night(tmp_path_factory):
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
         [run] = _post(api, "/flow_runs/filter", {"flows": {"name": {"any_": ["nightly"]}}})
         tasks = _stage_task_runs(api, run["id"])
-        keys = {"key": {"any_": list(ARTIFACT_KEYS)}}
+        keys = {"key": {"any_": [*ARTIFACT_KEYS, *NIGHTLY_ARTIFACT_KEYS]}}
         artifacts = _post(api, "/artifacts/filter", {"artifacts": keys})
         yield {"run": run, "tasks": tasks, "artifacts": artifacts, "stages": stages, "repo": work}
 
@@ -73,8 +74,9 @@ def test_every_dvc_stage_ran_as_its_own_completed_task(real_night):
     assert {f"repro_stage[{s}]" for s in real_night["stages"]} <= done, sorted(done)
 
 
-def test_the_stages_published_every_keyed_artifact(real_night):
-    assert {a["key"] for a in real_night["artifacts"]} == set(ARTIFACT_KEYS)
+def test_the_stages_and_the_flow_published_every_keyed_artifact(real_night):
+    keys = {a["key"] for a in real_night["artifacts"]}
+    assert keys == {*ARTIFACT_KEYS, *NIGHTLY_ARTIFACT_KEYS}
 
 
 def test_the_night_left_a_tagged_commit_with_the_promoted_checkpoint_or_its_refusal(real_night):
@@ -89,3 +91,12 @@ def test_the_night_left_a_tagged_commit_with_the_promoted_checkpoint_or_its_refu
         assert params["policy"]["checkpoint"] == "models/init"
     assert subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True,
                           text=True, check=True).stdout.strip() == ""
+
+
+def test_a_promoted_night_keeps_its_per_task_results_for_the_next_gate(real_night):
+    repo = real_night["repo"]
+    if not _git(repo, "tag").split():
+        pytest.skip("the night was refused: nothing promoted, nothing kept")
+    kept = json.loads((repo / "history/eval_baseline.json").read_text())
+    assert kept["tag"] == "iter-0001" and kept["sets"]
+    assert _git(repo, "ls-files", "history/eval_baseline.json").strip()

@@ -1,0 +1,78 @@
+"""A night killed with SIGKILL mid-stage is run again by the next nightly run: the same
+night number, its tracked files put back first, and the nights log says both."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from codeloop.ops.nights import read_nights
+from tests._toy_pipeline import REPO_ROOT, git, make_toy_repo
+
+pytestmark = pytest.mark.slow
+
+
+def _kill_mid_train(repo: Path, hang: Path, home: Path) -> int:
+    """`python -m flows.nightly` in its own process group, SIGKILLed once train stands."""
+    hang.touch()
+    env = {**os.environ, "TOY_HANG_FILE": str(hang), "PYTHONPATH": str(REPO_ROOT),
+           "PREFECT_HOME": str(home), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    proc = subprocess.Popen([sys.executable, "-m", "flows.nightly", "--no-pull", "--no-push"],
+                            cwd=repo, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started = Path(f"{hang}.started")
+    deadline = time.monotonic() + 240
+    while not started.exists():
+        assert proc.poll() is None, "the nightly ended before train started"
+        assert time.monotonic() < deadline, "train never started"
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    hang.unlink()
+    return proc.returncode
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(tmp_path_factory, prefect_harness) -> dict:
+    from flows.nightly import nightly
+
+    root = tmp_path_factory.mktemp("killed")
+    repo = make_toy_repo(root)
+    old_path = os.environ["PATH"]
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{old_path}"
+    try:
+        first = nightly(repo=str(repo), pull=False)
+        rc = _kill_mid_train(repo, root / "hang", root / "prefect-home")
+        dirty = git(repo, "status", "--porcelain", "--untracked-files=no")
+        second = nightly(repo=str(repo), pull=False)
+    finally:
+        os.environ["PATH"] = old_path
+    return {"repo": repo, "first": first, "rc": rc, "dirty": dirty, "second": second}
+
+
+def test_the_kill_left_the_night_half_done(killed_and_resumed):
+    assert killed_and_resumed["rc"] == -signal.SIGKILL
+    assert "params.yaml" in killed_and_resumed["dirty"]
+
+
+def test_the_next_run_runs_the_killed_night_again_and_promotes_it(killed_and_resumed):
+    first, second = killed_and_resumed["first"], killed_and_resumed["second"]
+    assert second["promoted"] and second["tag"] == "iter-0002"
+    assert second["rollout_iteration"] == first["rollout_iteration"] + 1
+
+
+def test_the_nights_log_shows_the_killed_night_and_its_resumption(killed_and_resumed):
+    rows = read_nights(killed_and_resumed["repo"])
+    assert [(r["night"], r["outcome"]) for r in rows] == [(1, "promoted"), (2, "killed"),
+                                                          (2, "promoted")]
+
+
+def test_after_the_resumed_night_the_workspace_is_clean(killed_and_resumed):
+    repo = killed_and_resumed["repo"]
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
