@@ -160,3 +160,30 @@ def test_a_judge_error_is_an_error_instance():
         ["a"],
     )
     assert rep["error_ids"] == ["a"] and rep["completed_ids"] == []
+
+
+def test_predictions_are_judged_against_the_swebench_instances_file_itself(judged, tmp_path):
+    from codeloop.data.repos.swebench_rows import to_swebench
+    from codeloop.io import read_tasks
+
+    _, root, ids = judged
+    (gold,) = [t for t in read_tasks(root / "tasks.parquet") if t.task_id == ids["gold"]]
+    instances = root / "instances.jsonl"
+    instances.write_text(json.dumps(to_swebench(gold)) + "\n")
+    preds = tmp_path / "p.jsonl"
+    preds.write_text(json.dumps({"instance_id": gold.task_id, "model_patch": gold.patch}) + "\n")
+    out = tmp_path / "r.jsonl"
+    rc = main(
+        [
+            "exec",
+            "--tasks",
+            str(instances),
+            "--samples",
+            str(preds),
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    (row,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert rc == 0 and row["resolved"] is True and row["hidden_total"] == 1

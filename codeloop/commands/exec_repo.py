@@ -2,7 +2,9 @@
 
     codeloop exec --tasks TASKS --samples PREDICTIONS --out RESULTS [--repos DIR] [--envs DIR]
 
-TASKS: codeloop repository task rows (``kind: repo``; tasks.parquet or json/jsonl).
+TASKS: codeloop repository task rows (``kind: repo``; tasks.parquet or json/jsonl), or
+the same tasks as SWE-bench instances (``instances.jsonl`` of ``codeloop mint`` or
+``codeloop export --format swebench``: their ``base_commit`` is the snapshot).
 PREDICTIONS: SWE-bench's prediction format, jsonl rows or one JSON list of
 ``{"instance_id", "model_patch", "model_name_or_path"}`` (a null patch is the empty one).
 Snapshots are read from ``--repos`` (default: ``repos/`` beside TASKS, as the clean stage
@@ -29,6 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from codeloop.data.repos.swebench_rows import from_swebench
 from codeloop.evaluate.harness_report import harness_report
 from codeloop.schema import Task
 
@@ -99,10 +102,12 @@ def load_repo_tasks(path: str) -> tuple[dict[str, Task], dict[str, str]]:
         for row, rec, _ in iter_records(path, "canonical"):
             if rec is None:
                 continue
+            swebench = "task_id" not in rec and "instance_id" in rec
             try:
-                task = Task.from_row(rec)
+                task = from_swebench(rec) if swebench else Task.from_row(rec)
             except (TypeError, ValueError) as exc:
-                rejected[str(rec.get("task_id"))] = f"row {row}: not a task row: {exc}"
+                key = rec.get("instance_id" if swebench else "task_id")
+                rejected[str(key)] = f"row {row}: not a task row: {exc}"
                 continue
             problem = task_problem(task)
             if problem:
