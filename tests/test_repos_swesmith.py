@@ -80,6 +80,11 @@ def rows(tmp_path_factory):
             "patch": file_diff("pkg/mathx.py", "nothing like it\n", "x\n"),
         },
         {**smith, "instance_id": f"acme__mathx.{short}.z", "FAIL_TO_PASS": 3},
+        {
+            **gym,
+            "instance_id": "acme__mathx-8",  # its test file is already there
+            "test_patch": gym["test_patch"].replace("test_extra", "test_mathx"),
+        },
     ]
     path = tmp / "swesmith.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in [smith, gym, *bad]))
@@ -136,6 +141,7 @@ def test_bad_rows_are_quarantined_naming_file_row_and_field(rows):
         (str(path), 3, "base_commit"),
         (str(path), 4, "patch"),
         (str(path), 5, "FAIL_TO_PASS"),
+        (str(path), 6, "test_patch"),
     }
     assert len(res.tasks) == 2
 
@@ -164,6 +170,12 @@ def cleaned(rows):
         }
     )
     return curate(params, tmp / "out"), tmp / "out"
+
+
+def test_a_test_patch_that_does_not_apply_is_quarantined_not_a_crash_of_clean(cleaned):
+    report, _ = cleaned
+    # the four bad rows and the SWE-Gym row whose F2P passes unfixed; the stage went on
+    assert report["quarantined"] == 5 and report["quarantined_unverified"] == 1
 
 
 def test_clean_verifies_a_swe_smith_task_fails_with_the_bug_and_passes_with_the_fix(cleaned):

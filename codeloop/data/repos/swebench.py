@@ -113,6 +113,13 @@ def _task(rec: dict, clones_dir: Path, repos_dir, cache: dict) -> Task:
         bug = text(rec, "patch")
         row.update(codeloop_bug_patch=bug,
                    patch=_reverse(store.snapshot_path(repos_dir, sha), bug))
+    else:  # a test patch that does not apply would stop the clean stage's verification
+        try:
+            apply_patch(str(store.snapshot_path(repos_dir, sha)),
+                        text(rec, "test_patch", required=False), check=True)
+        except PatchError as exc:
+            raise RowError("test_patch", f"the test patch does not apply to the base: {exc}"
+                           ) from None
     task = from_swebench(row, snapshot=sha, source="swebench")
     prov = task.metadata.setdefault("provenance", {})
     prov["base_commit"] = commit
