@@ -149,3 +149,11 @@ def test_export_of_tasks_with_no_repository_task_is_bad_input(tmp_path, task, ca
         ]
     )
     assert rc == 2 and "no repository task" in capsys.readouterr().err
+
+
+def test_synthetic_repository_tasks_round_trip_through_their_rows():
+    from codeloop.data.repos.synth import generate_repo_tasks
+
+    tasks, _ = generate_repo_tasks(6, seed=7)
+    assert [from_swebench(to_swebench(t)) for t in tasks] == tasks
+    assert all(to_swebench(t)["codeloop_bug_patch"] for t in tasks)
