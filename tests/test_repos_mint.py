@@ -104,6 +104,21 @@ def test_a_failing_pristine_test_is_excluded_from_every_task(small):
         assert not any("test_broken" in n for n in t.all_tests() + t.pass_to_pass)
 
 
+def test_minted_tasks_are_also_written_with_swebench_s_columns_and_types(small):
+    import json
+
+    import pandas as pd
+
+    from codeloop.data.repos.swebench_rows import SWEBENCH_COLUMNS
+
+    res, out = small
+    df = pd.read_json(out / "instances.jsonl", lines=True, dtype=False)
+    assert list(df["instance_id"]) == [t.task_id for t in res.tasks]
+    assert all(isinstance(v, str) for c in SWEBENCH_COLUMNS for v in df[c])
+    assert [json.loads(v) for v in df["FAIL_TO_PASS"]] == [t.fail_to_pass for t in res.tasks]
+    assert set(df["base_commit"]) == {t.snapshot for t in res.tasks}
+
+
 def test_two_kept_tasks_never_fail_the_same_set_of_tests(small):
     res, _ = small
     sets = [frozenset([*t.fail_to_pass, *t.metadata["hidden_fail_to_pass"]]) for t in res.tasks]

@@ -146,9 +146,10 @@ def unified_diff(base: str, work: str, exclude: Callable[[str], bool] | None = N
     return "".join(out)
 
 
-def apply_patch(directory: str, patch: str) -> None:
+def apply_patch(directory: str, patch: str, check: bool = False) -> None:
     """Apply a git-style or plain unified ``patch`` (paths a/.. b/..) to ``directory``.
-    Raises PatchError with git's reason when any hunk does not apply (nothing applied)."""
+    Raises PatchError with git's reason when any hunk does not apply (nothing applied).
+    ``check``: only whether it would apply (``git apply --check``: nothing is written)."""
     if not patch.strip():
         return
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
@@ -158,7 +159,8 @@ def apply_patch(directory: str, patch: str) -> None:
         fh.write(patch if patch.endswith("\n") else patch + "\n")
         fh.flush()
         proc = subprocess.run(
-            ["git", "apply", "--whitespace=nowarn", "--recount", fh.name],
+            ["git", "apply", *(["--check"] if check else []), "--whitespace=nowarn",
+             "--recount", fh.name],
             cwd=directory, env=env, capture_output=True, text=True,
         )
     if proc.returncode != 0:

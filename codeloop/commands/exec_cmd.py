@@ -68,6 +68,11 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--envs", default=None, help="repository tasks: test env dirs (envs/ beside TASKS)"
     )
+    p.add_argument(
+        "--report",
+        default=None,
+        help="repository tasks: SWE-bench harness report (default RESULTS.report.json)",
+    )
 
 
 def task_keys(task) -> list[str]:

@@ -2,7 +2,9 @@
 
     codeloop exec --tasks TASKS --samples PREDICTIONS --out RESULTS [--repos DIR] [--envs DIR]
 
-TASKS: codeloop repository task rows (``kind: repo``; tasks.parquet or json/jsonl).
+TASKS: codeloop repository task rows (``kind: repo``; tasks.parquet or json/jsonl), or
+the same tasks as SWE-bench instances (``instances.jsonl`` of ``codeloop mint`` or
+``codeloop export --format swebench``: their ``base_commit`` is the snapshot).
 PREDICTIONS: SWE-bench's prediction format, jsonl rows or one JSON list of
 ``{"instance_id", "model_patch", "model_name_or_path"}`` (a null patch is the empty one).
 Snapshots are read from ``--repos`` (default: ``repos/`` beside TASKS, as the clean stage
@@ -10,9 +12,11 @@ writes them) and test environments from ``--envs`` (default: ``envs/`` beside TA
 fresh temporary dir holding only pytest). RESULTS: one row per prediction, in input order:
 ``resolved`` (F2P, P2P and the hidden tests all passed, no disqualifying flag),
 ``visible_resolved`` (F2P and P2P only: what a reward reads), F2P/P2P/hidden pass counts,
-``hack_flags``, ``canaries``, whether the patch applied. A patch the judge refuses (over
-``max_patch_bytes``: ``patch_too_large``) or cannot handle (``judge_error``, with the
-reason) is that row's verdict, never the batch's end.
+``hack_flags``, ``canaries``, whether the patch applied. Beside it the SWE-bench harness's
+run report (``--report``, default RESULTS' name with ``.report.json``: resolved,
+unresolved, empty-patch and error ids with their counts; codeloop.evaluate.harness_report).
+A patch the judge refuses (over ``max_patch_bytes``: ``patch_too_large``) or cannot
+handle (``judge_error``, with the reason) is that row's verdict, never the batch's end.
 A prediction for a task that is not a usable repository task gets ``status:
 task_rejected`` with the reason. Exit codes as for function tasks (exec_cmd): 0, 2 for
 unusable input (or ``--strict`` with a rejected task), 3 for a sandbox failure.
@@ -27,6 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from codeloop.data.repos.swebench_rows import from_swebench
+from codeloop.evaluate.harness_report import harness_report
 from codeloop.schema import Task
 
 
@@ -96,10 +102,12 @@ def load_repo_tasks(path: str) -> tuple[dict[str, Task], dict[str, str]]:
         for row, rec, _ in iter_records(path, "canonical"):
             if rec is None:
                 continue
+            swebench = "task_id" not in rec and "instance_id" in rec
             try:
-                task = Task.from_row(rec)
+                task = from_swebench(rec) if swebench else Task.from_row(rec)
             except (TypeError, ValueError) as exc:
-                rejected[str(rec.get("task_id"))] = f"row {row}: not a task row: {exc}"
+                key = rec.get("instance_id" if swebench else "task_id")
+                rejected[str(key)] = f"row {row}: not a task row: {exc}"
                 continue
             problem = task_problem(task)
             if problem:
@@ -126,6 +134,17 @@ def rejected_row(pred: dict, reason: str) -> dict:
     return {"instance_id": pred["instance_id"], "model_name_or_path": pred.get("model_name_or_path", ""),
             "resolved": False, "applied": False, "status": "task_rejected", "hack_flags": [],
             "detail": f"task rejected: {reason}"}
+
+
+def report_path(args) -> Path:
+    """``--report``, or RESULTS' name with ``.report.json`` (results.jsonl ->
+    results.report.json): beside the results, never over a mint or clean report.json."""
+    given = getattr(args, "report", None)
+    if given:
+        Path(given).parent.mkdir(parents=True, exist_ok=True)
+        return Path(given)
+    out = Path(args.out)
+    return out.with_name(out.stem + ".report.json")
 
 
 def _dirs(args) -> tuple[str, str, str | None]:
@@ -188,10 +207,14 @@ def run(args, cfg) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    report = report_path(args)
+    report.write_text(json.dumps(harness_report(preds, rows, [*tasks, *rejected]), indent=2)
+                      + "\n", encoding="utf-8")
     resolved = sum(bool(r["resolved"]) for r in rows)
     n_rej = sum(r["status"] == "task_rejected" for r in rows)
     n_err = sum(r["status"] in ("judge_error", "patch_too_large") for r in rows)
-    print(f"judged {len(rows) - n_rej} predictions: {resolved} resolved -> {out}", file=sys.stderr)
+    print(f"judged {len(rows) - n_rej} predictions: {resolved} resolved -> {out} (report: "
+          f"{report})", file=sys.stderr)
     if n_err:
         print(f"{args.samples}: {n_err} prediction(s) the judge refused or could not handle "
               "(status judge_error / patch_too_large: not resolved)", file=sys.stderr)

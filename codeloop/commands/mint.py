@@ -5,7 +5,8 @@
                   [--no-install-deps] [--wheel-cache DIR] [--backend local|docker]
 
 PATH is a repository directory or an sdist (.tar.gz) that ships its tests. Writes
-DIR/tasks.parquet, DIR/repos/<sha>/ (the pristine snapshot), DIR/report.json (tried,
+DIR/tasks.parquet, DIR/instances.jsonl (the same tasks with SWE-bench's columns:
+codeloop.data.repos.swebench_rows), DIR/repos/<sha>/ (the pristine snapshot), DIR/report.json (tried,
 kept, rejected by reason, per-operator yield) and DIR/manifest.json; `codeloop clean
 --source repo:DIR` takes it. Exit 0 when it ran, 2 for an unusable repository, 3 when the
 sandbox failed (or its dependencies cannot be installed). The repository's declared

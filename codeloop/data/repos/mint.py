@@ -27,6 +27,7 @@ from codeloop.data.repos import store
 from codeloop.data.repos.diffs import file_diff
 from codeloop.data.repos.hide import choose_hidden, hide_tests, rename_node
 from codeloop.data.repos.mutate import Mutation, apply_mutation, find_mutations
+from codeloop.data.repos.swebench_rows import to_swebench
 from codeloop.schema import Task
 
 SKIP_DIRS = ("docs", "doc", "examples", "example", "benchmarks", "build", "dist")
@@ -330,7 +331,8 @@ def _mint(ex, snap: Path, sha: str, name: str, env: list[str], cfg: MintConfig) 
 
 def mint_repo(path: str | Path, out_dir: str | Path, cfg: MintConfig, backend: str = "local"):
     """Mint tasks from the repository (dir or sdist) at ``path`` into ``out_dir``:
-    tasks.parquet, repos/<sha>/ (the pristine snapshot), report.json, manifest.json."""
+    tasks.parquet, instances.jsonl (the tasks as SWE-bench instances), repos/<sha>/ (the
+    pristine snapshot), report.json, manifest.json."""
     import dataclasses
     import time
 
@@ -364,6 +366,8 @@ def mint_repo(path: str | Path, out_dir: str | Path, cfg: MintConfig, backend: s
     res.report["seconds"] = round(time.perf_counter() - start, 2)
     res.report["environment"] = environment
     io.write_tasks(out / "tasks.parquet", res.tasks)
+    # the same tasks as SWE-bench instances, for SWE-bench tooling (swebench_rows)
+    io.write_jsonl(out / "instances.jsonl", [to_swebench(t) for t in res.tasks])
     io.write_json(out / "report.json", res.report)
     io.write_json(out / "manifest.json", {
         "generator": "mint-v1", "repo": res.report["repo"], "snapshot": sha,
