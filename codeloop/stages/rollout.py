@@ -70,6 +70,9 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
     source = PolicySource(str(checkpoint), params.policy.device,
                           training_quantize(checkpoint, params.train.lora), engine=engine)
     ctx = EpisodeContext.from_params(params, dataset_version, str(paths.repos_dir))
+    found = len(ShardStore(resume).shards()) if resume else 0
+    if found:
+        log.info("%d finished shards of a killed run found: matching ones are reused", found)
     t0 = time.perf_counter()
     try:
         trajs = step(
@@ -92,6 +95,7 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
         "model_version": version,
         "dataset_version": dataset_version,
         "iteration": params.rollout.iteration,
+        "resume_shards_found": found,
     }
     metrics = {**rollout_metrics(trajs, seconds), **extra}
     if engine:

@@ -1,0 +1,229 @@
+"""A week of nights: the nightly flow run seven times on a fresh clone, against a local
+Prefect server, as the scheduled job would run it.
+
+One night is killed with SIGKILL mid-rollout (once some rollout shards are finished) and
+the next run must resume it: the same night number, the finished shards reused, no row
+lost or duplicated. One night's candidate is deliberately broken: a commit raises
+``train.lr`` far past anything sane (the way a bad change lands), and the gate must refuse
+that candidate with a clear reason. The next commit reverts it.
+
+Run: ``nice -n 10 .venv/bin/python bench/week_of_nights.py [--work DIR] [--nights 7]
+[--kill 3] [--broken 5]`` (commit first: the clone is of HEAD).
+
+The params are params.yaml's, except ``WEEK_PARAMS`` (a smaller rollout plan and smaller
+rollout shards so that the kill lands mid-rollout, and a cap on the frozen sets so a night
+fits the 2-core machine). Writes metrics/week_of_nights.csv (one row per run, a curve in
+``dvc plots show``), docs/week_of_nights.md (the table) and, where Chromium is installed,
+docs/week_of_nights.png (the Prefect UI's ``nights`` artifact after the week).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from codeloop.io import read_trajectories  # noqa: E402
+from codeloop.ops.nights import read_nights  # noqa: E402
+from codeloop.ops.promote import set_param  # noqa: E402
+
+WEEK_PARAMS = {
+    ("bucket", "tasks_per_iteration"): "64",
+    ("rollout", "resume_shard_tasks"): "8",
+    ("evaluate", "max_tasks_per_set"): "90",
+}
+BROKEN = ("train", "lr", "0.5")  # 2,500x the default: the update wrecks the policy
+SETS = ("heldout", "heldout_repo", "humaneval")
+
+
+def sh(cmd: list[str], cwd: Path, **kw) -> str:
+    return subprocess.run(cmd, cwd=cwd, check=True, capture_output=True, text=True, **kw).stdout
+
+
+def commit(repo: Path, msg: str) -> None:
+    sh(["git", "commit", "-qam", msg], repo)
+
+
+def clone(work: Path) -> Path:
+    repo = work / "repo"
+    sh(["git", "clone", "-q", str(ROOT), str(repo)], work)
+    for (section, key), value in WEEK_PARAMS.items():
+        set_param(repo / "params.yaml", section, key, value)
+    commit(repo, "week of nights: smaller plan, shards and frozen sets")
+    return repo
+
+
+def start_server(work: Path, port: int) -> subprocess.Popen:
+    env = {**os.environ, "PREFECT_HOME": str(work / "prefect"),
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+    log = open(work / "prefect-server.log", "w")
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "prefect"), "server", "start", "--host",
+         "127.0.0.1", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    import httpx
+
+    for _ in range(180):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    raise RuntimeError(f"the Prefect server on port {port} did not answer: {log.name}")
+
+
+def night_env(repo: Path, port: int) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+        "PYTHONPATH": str(repo),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "DVC_NO_ANALYTICS": "1",
+        "DO_NOT_TRACK": "1",
+    }
+
+
+def run_night(repo: Path, env: dict, log: Path, kill: bool) -> dict:
+    """One `python -m flows.nightly --no-pull`; with ``kill``, SIGKILLed once two rollout
+    shards are finished. Returns what the bench saw."""
+    shards = repo / ".dvc/tmp/codeloop-resume/rollout"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "flows.nightly", "--no-pull"], cwd=repo,
+                                env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        if not kill:
+            return {"rc": proc.wait()}
+        while proc.poll() is None and len(list(shards.glob("*.parquet"))) < 2:
+            time.sleep(1)
+        if proc.poll() is not None:
+            return {"rc": proc.returncode, "kill": "the night ended before two shards"}
+        found = sorted(p.name for p in shards.glob("*.parquet"))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return {"rc": proc.returncode, "killed_with_shards": len(found)}
+
+
+def row_of(run: int, seen: dict, repo: Path, log: Path, killed: bool) -> dict:
+    nights = read_nights(repo)
+    last = nights[-1] if nights and not killed else {}
+    text = log.read_text(errors="replace")
+    row = {
+        "run": run,
+        "night": last.get("night", ""),
+        "outcome": "killed" if killed else last.get("outcome", "?"),
+        "tag": last.get("tag", ""),
+        "minutes": last.get("minutes", seen.get("minutes", "")),
+        "kl": last.get("kl", ""),
+        "shards_found": _shards_found(text),
+        "killed_with_shards": seen.get("killed_with_shards", ""),
+    }
+    for name in SETS:
+        p = (last.get("paired") or {}).get(name) or {}
+        row[f"{name}_pass@1"] = (last.get("pass_at_1") or {}).get(name, "")
+        row[f"{name}_delta"] = p.get("delta", "")
+        row[f"{name}_se"] = p.get("se", "")
+        row[f"{name}_verdict"] = p.get("verdict", "")
+    row.update(_trajectory_counts(repo) if row["outcome"] == "promoted" else
+               {"rows": "", "unique_rows": ""})
+    row["reasons"] = " | ".join(last.get("reasons") or []) if last else seen.get("kill", "")
+    return row
+
+
+def _shards_found(text: str) -> int | str:
+    for line in text.splitlines():
+        if "finished shards of a killed run found" in line:
+            return int(line.split(" finished shards")[0].split()[-1])
+    return ""
+
+
+def _trajectory_counts(repo: Path) -> dict:
+    trajs = read_trajectories(repo / "data/trajectories")
+    return {"rows": len(trajs), "unique_rows": len({t.trajectory_id for t in trajs})}
+
+
+def screenshot(port: int, out: Path) -> str:
+    """The nights artifact in the Prefect UI, by headless Chromium (when installed)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not browser:
+        return "no chromium: no screenshot"
+    url = f"http://127.0.0.1:{port}/artifacts/key/nights"
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
+                    "--hide-scrollbars", "--window-size=1600,1100",
+                    "--virtual-time-budget=20000", f"--screenshot={out}", url],
+                   check=True, capture_output=True, timeout=180)
+    return f"{out} ({url})"
+
+
+def write_outputs(rows: list[dict]) -> None:
+    csv_path = ROOT / "metrics/week_of_nights.csv"
+    with open(csv_path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    cols = ["run", "night", "outcome", "tag", "minutes", "kl", "heldout_pass@1",
+            "heldout_delta", "heldout_se", "heldout_verdict", "heldout_repo_pass@1",
+            "heldout_repo_delta", "heldout_repo_se", "humaneval_delta", "humaneval_se",
+            "shards_found", "rows", "unique_rows", "reasons"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        cells = [f"{r[c]:.4f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    (ROOT / "docs/week_of_nights.md").write_text(
+        "# A week of nights\n\nWritten by `bench/week_of_nights.py` "
+        f"(params.yaml with {json.dumps({'.'.join(k): v for k, v in WEEK_PARAMS.items()})}; "
+        f"the broken night commits {BROKEN[0]}.{BROKEN[1]}: {BROKEN[2]}).\n\n"
+        + "\n".join(lines) + "\n"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", default="/tmp/codeloop-week")
+    ap.add_argument("--nights", type=int, default=7)
+    ap.add_argument("--kill", type=int, default=3, help="run killed mid-rollout")
+    ap.add_argument("--broken", type=int, default=5, help="run with a broken candidate")
+    ap.add_argument("--port", type=int, default=4260)
+    args = ap.parse_args()
+    work = Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    repo = clone(work)
+    server = start_server(work, args.port)
+    rows = []
+    try:
+        env = night_env(repo, args.port)
+        old_lr = None
+        for run in range(1, args.nights + 1):
+            if run == args.broken:
+                old_lr = set_param(repo / "params.yaml", *BROKEN)
+                commit(repo, f"deliberately broken: {BROKEN[0]}.{BROKEN[1]} {BROKEN[2]}")
+            t0 = time.monotonic()
+            log = work / f"run-{run}.log"
+            seen = run_night(repo, env, log, kill=run == args.kill)
+            seen["minutes"] = round((time.monotonic() - t0) / 60, 2)
+            rows.append(row_of(run, seen, repo, log, killed=run == args.kill))
+            print(json.dumps(rows[-1]), flush=True)
+            if run == args.broken:
+                set_param(repo / "params.yaml", BROKEN[0], BROKEN[1], old_lr)
+                commit(repo, f"revert the broken {BROKEN[0]}.{BROKEN[1]}")
+            write_outputs(rows)
+        print(screenshot(args.port, ROOT / "docs/week_of_nights.png"), flush=True)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    main()
