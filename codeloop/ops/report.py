@@ -100,8 +100,18 @@ def _score(m: dict) -> dict[str, Any]:
 
 
 def _critic(m: dict) -> dict[str, Any]:
-    keys = ("n_examples", "holdout_auc", "holdout_accuracy")
-    return {k: m.get(k) for k in keys}
+    """Held-out AUC and accuracy only under holdout_status "ok": a metrics file without a
+    status was written before degenerate splits were told apart, so its figures may not
+    stand on both classes."""
+    status = m.get("holdout_status") or "unchecked: metrics predate the degenerate-split check"
+    ok = status == "ok"
+    return {
+        "n_examples": m.get("n_examples"),
+        "n_holdout": m.get("n_holdout"),
+        "holdout_status": status,
+        "holdout_auc": m.get("holdout_auc") if ok else None,
+        "holdout_accuracy": m.get("holdout_accuracy") if ok else None,
+    }
 
 
 def _train(m: dict) -> dict[str, Any]:
@@ -238,6 +248,14 @@ def _f(v: Any, digits: int = 3) -> str:
     return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
+def _set_pass(name: str, s: dict) -> str:
+    """A frozen set's pass@1, or why there is none: evaluate writes 0.0 for a set where no
+    task was evaluated (every episode an infra error, or an empty set), which is no figure."""
+    if not s["n_tasks"]:
+        return f"{name} none (no task evaluated)"
+    return f"{name} {_f(s['pass@1'])} ({s['n_tasks']} tasks)"
+
+
 def _lines(stage: str, h: dict) -> str:
     """One line of a stage's headline."""
     if stage == "clean":
@@ -269,9 +287,11 @@ def _lines(stage: str, h: dict) -> str:
             f"mismatches {_f(h['replay_mismatches'])}\n{'':12}component means: {comps or '-'}"
         )
     if stage == "critic":
+        if h["holdout_status"] != "ok":
+            return f"{h['n_examples']} examples, held-out: {h['holdout_status']} (no AUC)"
         return (
             f"{h['n_examples']} examples, held-out AUC {_f(h['holdout_auc'])}, "
-            f"accuracy {_f(h['holdout_accuracy'])}"
+            f"accuracy {_f(h['holdout_accuracy'])} over {h['n_holdout']} rows"
         )
     if stage == "train":
         line = (
@@ -289,7 +309,7 @@ def _lines(stage: str, h: dict) -> str:
             line += f"\n{'':12}RFT {h['rft_mode']} ({h['rft_source'] or 'current'}): "
             line += f"{h['rft_examples']} examples"
         return line
-    sets = ", ".join(f"{n} {_f(s['pass@1'])} ({s['n_tasks']} tasks)" for n, s in h["sets"].items())
+    sets = ", ".join(_set_pass(n, s) for n, s in h["sets"].items())
     infra = sum(int(s["infra_errors"] or 0) for s in h["sets"].values())
     return f"iteration {h['iteration']}: frozen pass@1 {sets or '-'}; {infra} infra errors"
 

@@ -1,0 +1,63 @@
+"""`codeloop report` prints no figure computed on a degenerate split: the critic's held-out
+AUC only under holdout_status "ok", and no pass@1 for a frozen set where no task was
+evaluated."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from codeloop.data.generator import generate_tasks
+from codeloop.ops.report import build_report, render
+from codeloop.rewards.critic import fit_with_holdout, mutants
+
+
+def _write(root: Path, name: str, data: dict) -> None:
+    (root / "metrics").mkdir(exist_ok=True)
+    (root / "metrics" / name).write_text(json.dumps(data))
+
+
+def _line(root: Path, stage: str) -> str:
+    text = render(build_report(root))
+    return next(ln for ln in text.splitlines() if ln.strip().startswith(stage))
+
+
+def _critic_metrics(one_class: bool) -> dict:
+    tasks = generate_tasks(60, seed=11)
+    rows = []
+    for t in tasks:
+        rows.append((t, t.reference_solution, 1.0))
+        rows += [(t, m, float(one_class)) for m in mutants(t.reference_solution)]
+    return fit_with_holdout(rows, holdout_fraction=0.2, seed=0, epochs=20)[1]
+
+
+def test_a_one_class_critic_split_is_reported_as_degenerate_without_an_auc(tmp_path):
+    _write(tmp_path, "critic.json", _critic_metrics(one_class=True))
+    line = _line(tmp_path, "critic")
+    assert "degenerate: 0 failing rows" in line
+    assert "AUC" in line and "(no AUC)" in line and "accuracy" not in line
+
+
+def test_a_critic_split_with_both_classes_is_reported_with_its_auc(tmp_path):
+    metrics = _critic_metrics(one_class=False)
+    _write(tmp_path, "critic.json", metrics)
+    assert f"held-out AUC {metrics['holdout_auc']:.3f}" in _line(tmp_path, "critic")
+
+
+def test_critic_metrics_without_a_holdout_status_are_not_printed_as_figures(tmp_path):
+    old = {"n_examples": 412, "n_holdout": 67, "holdout_auc": 0.052, "holdout_accuracy": 0.970}
+    _write(tmp_path, "critic.json", old)
+    line = _line(tmp_path, "critic")
+    assert "0.052" not in line and "0.970" not in line
+    assert "unchecked" in line
+
+
+def test_a_frozen_set_where_no_task_was_evaluated_has_no_pass_at_1(tmp_path):
+    sets = {
+        "heldout": {"pass@1": 0.5, "n_tasks": 20, "infra_errors": 0},
+        "heldout_repo": {"pass@1": 0.0, "n_tasks": 0, "infra_errors": 20},
+    }
+    _write(tmp_path, "eval.json", {"iteration": 1, "model_version": "m", "sets": sets})
+    line = _line(tmp_path, "evaluate")
+    assert "heldout 0.500 (20 tasks)" in line
+    assert "heldout_repo none (no task evaluated)" in line and "0.000" not in line
