@@ -5,7 +5,7 @@ and data/buckets/tasks.parquet. Writes models/critic (critic.json + critic.npz) 
 metrics/critic.json (examples, pass rate, AUC and accuracy on held-out tasks, or why the
 held-out split is too degenerate to carry them). The
 evaluate stage uses it for critic-guided selection among the n samples per task, and
-reward version ``v2-critic`` can use a promoted copy (``reward.critic_path``) as a dense
+the unreleased reward version ``v2-critic`` can use a promoted copy (``reward.critic_path``) as a dense
 reward; it cannot read models/critic directly, as score feeds this stage.
 """
 
