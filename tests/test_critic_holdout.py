@@ -3,14 +3,18 @@ enough rows and tasks, otherwise reported as degenerate with the reason."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from codeloop.data.generator import generate_tasks
 from codeloop.rewards.critic import (
     MIN_HOLDOUT_ROWS_PER_CLASS,
+    Critic,
     fit_with_holdout,
     in_holdout,
     mutants,
+    roc_auc,
 )
 
 FRACTION, SEED = 0.2, 0
@@ -70,3 +74,35 @@ def test_a_minority_class_from_too_few_tasks_is_degenerate_however_many_its_rows
     m = _fit(passing + failing)
     assert m["holdout_auc"] is None
     assert "failing rows from 2 tasks" in m["holdout_status"]
+
+
+def _failing_night(seed: int) -> list:
+    """A night where most samples fail: four failing variants of every task's reference,
+    and the reference itself (passing) for about one task in sixteen."""
+    rng = random.Random(0)
+    rows = []
+    for t in generate_tasks(100, seed=seed):
+        rows += [(t, m, 0.0) for m in mutants(t.reference_solution)[:4]]
+        if rng.random() < 0.06:
+            rows.append((t, t.reference_solution, 1.0))
+    return rows
+
+
+def _leave_passing_task_out_aucs(rows) -> list[float]:
+    """Per passing task: hold it out with 19 all-failing tasks, fit on the rest, and rank the
+    held-out rows (its passing row against every held-out failing row, as the stage pools)."""
+    passing = [t.task_id for t, _, y in rows if y]
+    failing = sorted({t.task_id for t, _, _ in rows} - set(passing))
+    aucs = []
+    for k, tid in enumerate(passing):
+        held_ids = {tid, *failing[k * 19 : (k + 1) * 19]}
+        probe = Critic.fit([e for e in rows if e[0].task_id not in held_ids])
+        held = [e for e in rows if e[0].task_id in held_ids]
+        aucs.append(roc_auc([probe.predict(t, c) for t, c, _ in held], [y for *_, y in held]))
+    return aucs
+
+
+def test_a_critic_fit_on_mostly_failing_nights_ranks_unseen_passing_code_above_chance():
+    aucs = [a for seed in (3, 5, 7, 11) for a in _leave_passing_task_out_aucs(_failing_night(seed))]
+    assert len(aucs) >= 6
+    assert sum(aucs) / len(aucs) > 0.5

@@ -97,6 +97,12 @@ def features(task: Task, code: str, dim: int) -> np.ndarray:
     return np.unique(np.array([_h(n, dim) for n in names], dtype=np.int64))
 
 
+def _log_odds(y: np.ndarray) -> float:
+    """log(p / (1 - p)) of the labels' mean, smoothed so one class alone stays finite."""
+    p = (float(y.sum()) + 0.5) / (len(y) + 1.0)
+    return math.log(p / (1.0 - p))
+
+
 @dataclass
 class Critic:
     weights: np.ndarray
@@ -112,13 +118,20 @@ class Critic:
         lr: float = 0.5,
         l2: float = 1e-4,
     ) -> Critic:
-        """Logistic regression by full-batch gradient descent on (task, code, label)."""
+        """Logistic regression by full-batch gradient descent on (task, code, label), the
+        bias started at the labels' log-odds."""
         feats = [features(t, c, dim) for t, c, _ in examples]
         y = np.array([lab for _, _, lab in examples], dtype=np.float64)
         rows = np.concatenate([np.full(len(f), i) for i, f in enumerate(feats)] or [[]])
         cols = np.concatenate(feats or [np.zeros(0, np.int64)]).astype(np.int64)
         rows = rows.astype(np.int64)
         w = np.zeros(dim)
+        # The bias starts at the labels' log-odds. From zero, every feature most rows share
+        # ("def", "return", "parses") learns the base rate along with the bias, so a row's
+        # score falls (mostly failing labels) or rises (mostly passing) with how many such
+        # features it has, i.e. with its length: on a mostly failing night, complete code
+        # that passes then ranks below short failing code of other tasks.
+        w[_h("bias", dim)] = _log_odds(y)
         n = max(len(examples), 1)
         for _ in range(epochs):
             z = np.bincount(rows, weights=w[cols], minlength=len(examples))
