@@ -9,6 +9,7 @@ from pathlib import Path
 
 from codeloop.data.generator import generate_tasks
 from codeloop.ops.report import build_report, render
+from codeloop.rewards import HIDDEN_KEY
 from codeloop.rewards.critic import fit_with_holdout, mutants
 
 
@@ -61,3 +62,23 @@ def test_a_frozen_set_where_no_task_was_evaluated_has_no_pass_at_1(tmp_path):
     line = _line(tmp_path, "evaluate")
     assert "heldout 0.500 (20 tasks)" in line
     assert "heldout_repo none (no task evaluated)" in line and "0.000" not in line
+
+
+def _score_metrics(hidden_rows: int) -> dict:
+    comps = {"pass_rate": {"count": 8, "mean": 0.5}}
+    if hidden_rows:
+        comps[HIDDEN_KEY] = {"count": hidden_rows, "mean": 0.25}
+    rate = 0.25 if hidden_rows else 0.0  # score writes 0.0 when no row ran hidden tests
+    return {"reward_version": "v1", "mean_reward": 0.5, "n_scored": 8,
+            "visible_pass_rate": 0.5, "hidden_pass_rate": rate, "components": comps}
+
+
+def test_a_hidden_pass_rate_over_no_row_is_reported_as_none(tmp_path):
+    _write(tmp_path, "score.json", _score_metrics(hidden_rows=0))
+    line = _line(tmp_path, "score")
+    assert "visible 0.500 hidden none (no row ran hidden tests)" in line
+
+
+def test_a_hidden_pass_rate_over_scored_rows_is_reported(tmp_path):
+    _write(tmp_path, "score.json", _score_metrics(hidden_rows=8))
+    assert "visible 0.500 hidden 0.250" in _line(tmp_path, "score")

@@ -84,14 +84,23 @@ def _rollout(m: dict) -> dict[str, Any]:
     return {k: m.get(k) for k in keys}
 
 
+# score's per-row hidden-test diagnostic component (codeloop.rewards.HIDDEN_KEY; the
+# report does not import the reward code)
+HIDDEN_COMPONENT = "diag_hidden_pass_rate"
+
+
 def _score(m: dict) -> dict[str, Any]:
-    comps = {n: c.get("mean") for n, c in (m.get("components") or {}).items()}
+    """Pass rates only over the rows they were measured on: score writes 0.0 for the hidden
+    rate when no row ran hidden tests, which is no figure."""
+    dists = m.get("components") or {}
+    comps = {n: c.get("mean") for n, c in dists.items()}
     replay = m.get("replay") or {}
+    hidden_rows = (dists.get(HIDDEN_COMPONENT) or {}).get("count") or 0
     return {
         "mean_reward": m.get("mean_reward"),
         "reward_version": m.get("reward_version"),
-        "visible_pass_rate": m.get("visible_pass_rate"),
-        "hidden_pass_rate": m.get("hidden_pass_rate"),
+        "visible_pass_rate": m.get("visible_pass_rate") if m.get("n_scored", 1) else None,
+        "hidden_pass_rate": m.get("hidden_pass_rate") if hidden_rows else None,
         "components": comps,
         "infra_errors": m.get("infra_errors"),
         "replay_mismatches": replay.get("mismatches"),
@@ -242,9 +251,12 @@ def build_report(root: str | Path = ".") -> dict[str, Any]:
     }
 
 
-def _f(v: Any, digits: int = 3) -> str:
+_NO_HIDDEN = "none (no row ran hidden tests)"
+
+
+def _f(v: Any, digits: int = 3, none: str = "-") -> str:
     if v is None:
-        return "-"
+        return none
     return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
@@ -281,9 +293,10 @@ def _lines(stage: str, h: dict) -> str:
         )
     if stage == "score":
         comps = ", ".join(f"{k} {_f(v)}" for k, v in h["components"].items())
+        hidden = _f(h["hidden_pass_rate"], none=_NO_HIDDEN)
         return (
             f"mean reward {_f(h['mean_reward'])} ({h['reward_version']}), pass rate visible "
-            f"{_f(h['visible_pass_rate'])} hidden {_f(h['hidden_pass_rate'])}, replay "
+            f"{_f(h['visible_pass_rate'])} hidden {hidden}, replay "
             f"mismatches {_f(h['replay_mismatches'])}\n{'':12}component means: {comps or '-'}"
         )
     if stage == "critic":

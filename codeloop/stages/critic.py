@@ -3,10 +3,10 @@
 Reads data/trajectories (label: the trajectory's final code passed every visible test)
 and data/buckets/tasks.parquet. Writes models/critic (critic.json + critic.npz) and
 metrics/critic.json (examples, pass rate, AUC and accuracy on held-out tasks, or why the
-held-out split is too degenerate to carry them). The
-evaluate stage uses it for critic-guided selection among the n samples per task, and
-the unreleased reward version ``v2-critic`` can use a promoted copy (``reward.critic_path``) as a dense
-reward; it cannot read models/critic directly, as score feeds this stage.
+held-out split is too degenerate to carry them). The evaluate stage uses it for
+critic-guided selection among the n samples per task, and the unreleased reward version
+``v2-critic`` can use a promoted copy (``reward.critic_path``) as a dense reward; it
+cannot read models/critic directly, as score feeds this stage.
 """
 
 from __future__ import annotations
