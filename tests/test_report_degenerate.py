@@ -1,13 +1,17 @@
 """`codeloop report` prints no figure computed on a degenerate split: the critic's held-out
-AUC only under holdout_status "ok", and no pass@1 for a frozen set where no task was
-evaluated."""
+AUC only under holdout_status "ok", no pass@1 for a frozen set where no task was evaluated,
+no hidden pass rate when no row ran hidden tests, in the stage lines and in the change
+since the last promoted iteration."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
+
 from codeloop.data.generator import generate_tasks
+from codeloop.evaluate.history import ITERATIONS_CSV, append_iteration, make_row
 from codeloop.ops.report import build_report, render
 from codeloop.rewards import HIDDEN_KEY
 from codeloop.rewards.critic import fit_with_holdout, mutants
@@ -82,3 +86,41 @@ def test_a_hidden_pass_rate_over_no_row_is_reported_as_none(tmp_path):
 def test_a_hidden_pass_rate_over_scored_rows_is_reported(tmp_path):
     _write(tmp_path, "score.json", _score_metrics(hidden_rows=8))
     assert "visible 0.500 hidden 0.250" in _line(tmp_path, "score")
+
+
+def _promoted_before(root: Path) -> None:
+    """One promoted iteration in history/ with both sets evaluated and hidden tests run."""
+    sets = {"heldout": {"pass@1": 0.4, "n_tasks": 20}, "heldout_repo": {"pass@1": 0.1, "n_tasks": 20}}
+    row = make_row(1, model_version="m1", dataset_version="d", reward_fn_version="v1",
+                   eval_metrics={"sets": sets}, score_metrics=_score_metrics(hidden_rows=8))
+    append_iteration(row, root / ITERATIONS_CSV)
+
+
+def _changes(root: Path) -> dict[str, tuple]:
+    changes = build_report(root)["since_promoted"]["changes"]
+    return {c["what"]: (c["now"], c["delta"]) for c in changes}
+
+
+def test_the_change_since_promotion_has_no_pass_at_1_for_a_set_where_no_task_was_evaluated(
+    tmp_path,
+):
+    _promoted_before(tmp_path)
+    sets = {
+        "heldout": {"pass@1": 0.5, "n_tasks": 20, "infra_errors": 0},
+        "heldout_repo": {"pass@1": 0.0, "n_tasks": 0, "infra_errors": 20},
+    }
+    _write(tmp_path, "eval.json", {"iteration": 2, "model_version": "m2", "sets": sets})
+    changes = _changes(tmp_path)
+    assert changes["pass@1 heldout"] == (0.5, pytest.approx(0.1))
+    assert changes["pass@1 heldout_repo"] == (None, None)
+    assert changes["frozen pass@1 (mean over sets)"] == (None, None)
+
+
+def test_the_change_since_promotion_has_no_hidden_rate_when_no_row_ran_hidden_tests(tmp_path):
+    _promoted_before(tmp_path)
+    sets = {"heldout": {"pass@1": 0.5, "n_tasks": 20, "infra_errors": 0}}
+    _write(tmp_path, "eval.json", {"iteration": 2, "model_version": "m2", "sets": sets})
+    _write(tmp_path, "score.json", _score_metrics(hidden_rows=0))
+    changes = _changes(tmp_path)
+    assert changes["train hidden pass rate"] == (None, None)
+    assert changes["train visible pass rate"] == (0.5, 0.0)

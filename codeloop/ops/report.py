@@ -192,6 +192,19 @@ HEADLINES = {
 }
 
 
+def _drop_empty_splits(now: dict, ev: dict, score: dict | None) -> None:
+    """Tonight's figures that stand on no row become None: pass@1 of a set where no task
+    was evaluated (evaluate writes 0.0 there), a mean over sets that counts one, and the
+    train hidden pass rate and gap when no scored row ran hidden tests."""
+    empty = {n for n, s in (ev.get("sets") or {}).items() if not s.get("n_tasks")}
+    for name in empty & set(now["pass_at_1"]):
+        now["pass_at_1"][name] = None
+    if empty:
+        now["pass_at_1_mean"] = None
+    if score is not None and _score(score)["hidden_pass_rate"] is None:
+        now["hidden_pass_rate"] = now["hidden_visible_gap"] = None
+
+
 def _since_promoted(root: Path, ev: dict | None, score: dict | None) -> dict[str, Any]:
     """Tonight's evaluate+score numbers beside the last promoted iteration's history row.
 
@@ -221,6 +234,7 @@ def _since_promoted(root: Path, ev: dict | None, score: dict | None) -> dict[str
         earlier = f"{note}; no earlier promoted iteration to compare with" if note else ""
         return {"baseline": None, "note": earlier or "no promoted iteration yet"}
     base = history[-1]
+    _drop_empty_splits(now, ev, score)
     rows = [(f"pass@1 {s}", base["pass_at_1"].get(s), v) for s, v in now["pass_at_1"].items()]
     rows += [(label, base.get(f), now.get(f)) for f, label in COMPARED]
     comps = sorted(set(base["reward_components"]) | set(now["reward_components"]))
