@@ -91,16 +91,17 @@ HIDDEN_COMPONENT = "diag_hidden_pass_rate"
 
 def _score(m: dict) -> dict[str, Any]:
     """Pass rates only over the rows they were measured on: score writes 0.0 for the hidden
-    rate when no row ran hidden tests, which is no figure."""
-    dists = m.get("components") or {}
-    comps = {n: c.get("mean") for n, c in dists.items()}
+    rate when no row ran hidden tests (its components then have no hidden diagnostic),
+    which is no figure."""
+    dists = m.get("components")
+    comps = {n: c.get("mean") for n, c in (dists or {}).items()}
     replay = m.get("replay") or {}
-    hidden_rows = (dists.get(HIDDEN_COMPONENT) or {}).get("count") or 0
+    no_hidden = dists is not None and not (dists.get(HIDDEN_COMPONENT) or {}).get("count")
     return {
         "mean_reward": m.get("mean_reward"),
         "reward_version": m.get("reward_version"),
-        "visible_pass_rate": m.get("visible_pass_rate") if m.get("n_scored", 1) else None,
-        "hidden_pass_rate": m.get("hidden_pass_rate") if hidden_rows else None,
+        "visible_pass_rate": None if m.get("n_scored") == 0 else m.get("visible_pass_rate"),
+        "hidden_pass_rate": None if no_hidden else m.get("hidden_pass_rate"),
         "components": comps,
         "infra_errors": m.get("infra_errors"),
         "replay_mismatches": replay.get("mismatches"),
@@ -196,7 +197,7 @@ def _drop_empty_splits(now: dict, ev: dict, score: dict | None) -> None:
     """Tonight's figures that stand on no row become None: pass@1 of a set where no task
     was evaluated (evaluate writes 0.0 there), a mean over sets that counts one, and the
     train hidden pass rate and gap when no scored row ran hidden tests."""
-    empty = {n for n, s in (ev.get("sets") or {}).items() if not s.get("n_tasks")}
+    empty = {n for n, s in (ev.get("sets") or {}).items() if s.get("n_tasks") == 0}
     for name in empty & set(now["pass_at_1"]):
         now["pass_at_1"][name] = None
     if empty:
@@ -277,7 +278,7 @@ def _f(v: Any, digits: int = 3, none: str = "-") -> str:
 def _set_pass(name: str, s: dict) -> str:
     """A frozen set's pass@1, or why there is none: evaluate writes 0.0 for a set where no
     task was evaluated (every episode an infra error, or an empty set), which is no figure."""
-    if not s["n_tasks"]:
+    if s["n_tasks"] == 0:
         return f"{name} none (no task evaluated)"
     return f"{name} {_f(s['pass@1'])} ({s['n_tasks']} tasks)"
 
