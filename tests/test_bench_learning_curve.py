@@ -86,7 +86,7 @@ def test_a_run_killed_after_its_archive_write_goes_on_to_the_same_rows(tmp_path)
 
 
 @pytest.fixture(scope="module")
-def resumed(tmp_path_factory) -> tuple[Path, list[dict]]:
+def resumed(tmp_path_factory) -> tuple[Path, dict, dict, list[dict]]:
     """A run stopped after iteration 1 and resumed to 2, without --base-cache. Its work
     directory says iteration 0 passed every held-out task (a far stronger SFT policy than
     the policy it resumes from, which passes almost none), so pairing against the resumed
@@ -95,14 +95,21 @@ def resumed(tmp_path_factory) -> tuple[Path, list[dict]]:
     work = tmp / "work"
     _run(tmp, "--iterations", "1", "--work", str(work))
     held = json.loads((tmp / "curve.csv.rates.json").read_text())["0"]
+    kept = json.loads((work / "base.json").read_text())["_rates"]
     rates = {suffix: dict.fromkeys(per_task, 1.0) for suffix, per_task in held.items()}
     (work / "base.json").write_text(json.dumps({"_rates": rates}))
-    return tmp, _run(tmp, "--iterations", "2", "--work", str(work))
+    return tmp, kept, held, _run(tmp, "--iterations", "2", "--work", str(work))
+
+
+@pytest.mark.slow
+def test_a_run_with_a_work_dir_keeps_iteration_0s_per_task_rates_there(resumed):
+    _, kept, held, _ = resumed
+    assert kept == held
 
 
 @pytest.mark.slow
 def test_a_resumed_run_pairs_later_iterations_with_iteration_0_not_the_resumed_policy(resumed):
-    _, rows = resumed
+    *_, rows = resumed
     last = rows[-1]
     assert last["iteration"] == "2"
     for suffix in ("", "_hot"):
@@ -112,5 +119,5 @@ def test_a_resumed_run_pairs_later_iterations_with_iteration_0_not_the_resumed_p
 
 @pytest.mark.slow
 def test_a_resumed_run_keeps_the_per_task_rates_of_the_iterations_before_it(resumed):
-    tmp, _ = resumed
+    tmp, *_ = resumed
     assert sorted(json.loads((tmp / "curve.csv.rates.json").read_text())) == ["0", "1", "2"]
