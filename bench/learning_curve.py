@@ -67,7 +67,7 @@ from bench._curve_measure import (  # noqa: E402
     write_rates,
 )
 from bench._curve_table import variants_table  # noqa: E402
-from bench._curve_work import resume, workdir  # noqa: E402
+from bench._curve_work import load_base, resume, save_base, workdir  # noqa: E402
 from codeloop.config import load_params  # noqa: E402
 from codeloop.data.archive import append_night, query  # noqa: E402
 from codeloop.data.generator import generate_tasks  # noqa: E402
@@ -125,8 +125,9 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--init", default="", help="start from this saved SFT policy (skip SFT)")
     ap.add_argument(
         "--work", default="",
-        help="keep each iteration's policy and the archive here; rerun with the same --work "
-        "and --out to go on after the last finished iteration (default: a temporary directory)",
+        help="keep each iteration's policy, the archive and iteration 0's evaluation here; "
+        "rerun with the same --work and --out to go on after the last finished iteration, "
+        "paired with iteration 0 as before (default: a temporary directory)",
     )
     ap.add_argument("--save-init", default="", help="save the SFT policy here for reuse")
     ap.add_argument(
@@ -222,6 +223,17 @@ def _base_row(a, policy, heldout, executor, p) -> dict:
     return row
 
 
+def _resumed_base(a, work: Path, heldout, executor, p) -> dict:
+    """Iteration 0's per-task rates for a resumed run: kept in the work directory at
+    iteration 0, else --base-cache, else the SFT policy (iter-0000) evaluated again; never
+    the policy the run resumes from, which would pair later rows against itself."""
+    row = load_base(work)
+    if row is None:
+        row = _base_row(a, Policy.load(work / "iter-0000"), heldout, executor, p)
+        save_base(work, row)
+    return row["_rates"]
+
+
 def _write_rows(path: str, rows: list[dict]) -> None:
     """The whole table so far: rewritten after every iteration, so a long run shows its rows."""
     out = Path(path)
@@ -302,11 +314,12 @@ def main() -> int:
         if rows:  # go on from the last finished iteration; wall time keeps counting
             t_start -= rows[-1]["wall_s"]
             policy = Policy.load(Path(tmp) / f"iter-{rows[-1]['iteration']:04d}")
-            base = _base_row(a, policy, heldout, executor, p)["_rates"]
+            base = _resumed_base(a, Path(tmp), heldout, executor, p)
         else:
             policy = _start_policy(a, p, train_tasks)
             policy.save(current)
             row = _base_row(a, policy, heldout, executor, p)
+            save_base(Path(tmp), row)
             row["wall_s"] = round(time.perf_counter() - t_start, 1)
             base = row["_rates"]
             rows.append(row)

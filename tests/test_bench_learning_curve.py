@@ -5,6 +5,7 @@ and trainer, in a subprocess as a user runs it.
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,41 @@ def test_a_run_killed_after_its_archive_write_goes_on_to_the_same_rows(tmp_path)
     out.write_text("".join(lines[:-1]))
     resumed = _run(tmp_path, "--iterations", "2", "--work", work)
     assert _without_timings(resumed) == _without_timings(whole)
+
+
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory) -> tuple[Path, dict, dict, list[dict]]:
+    """A run stopped after iteration 1 and resumed to 2, without --base-cache. Its work
+    directory says iteration 0 passed every held-out task (a far stronger SFT policy than
+    the policy it resumes from, which passes almost none), so pairing against the resumed
+    policy instead of iteration 0 shows in every later paired change."""
+    tmp = tmp_path_factory.mktemp("resumed")
+    work = tmp / "work"
+    _run(tmp, "--iterations", "1", "--work", str(work))
+    held = json.loads((tmp / "curve.csv.rates.json").read_text())["0"]
+    kept = json.loads((work / "base.json").read_text())["_rates"]
+    rates = {suffix: dict.fromkeys(per_task, 1.0) for suffix, per_task in held.items()}
+    (work / "base.json").write_text(json.dumps({"_rates": rates}))
+    return tmp, kept, held, _run(tmp, "--iterations", "2", "--work", str(work))
+
+
+@pytest.mark.slow
+def test_a_run_with_a_work_dir_keeps_iteration_0s_per_task_rates_there(resumed):
+    _, kept, held, _ = resumed
+    assert kept == held
+
+
+@pytest.mark.slow
+def test_a_resumed_run_pairs_later_iterations_with_iteration_0_not_the_resumed_policy(resumed):
+    *_, rows = resumed
+    last = rows[-1]
+    assert last["iteration"] == "2"
+    for suffix in ("", "_hot"):
+        now = float(last[f"heldout{suffix}_pass@1"])
+        assert float(last[f"heldout{suffix}_delta"]) == pytest.approx(now - 1.0)
+
+
+@pytest.mark.slow
+def test_a_resumed_run_keeps_the_per_task_rates_of_the_iterations_before_it(resumed):
+    tmp, *_ = resumed
+    assert sorted(json.loads((tmp / "curve.csv.rates.json").read_text())) == ["0", "1", "2"]

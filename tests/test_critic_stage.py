@@ -137,7 +137,10 @@ def _promote_repo(tmp_path: Path, version: str) -> Path:
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     subprocess.run(dvc_cmd("init", "-q"), cwd=repo, check=True)
     params = (REPO / "params.yaml").read_text()
-    (repo / "params.yaml").write_text(params.replace("version: v1 ", f"version: {version} "))
+    # the shipped params name no critic_path (v2-critic is unreleased): a user choosing it
+    # adds the key, which promotion then repoints
+    reward = f'version: {version}\n  critic_path: ""\n  # '
+    (repo / "params.yaml").write_text(params.replace("version: v1 ", reward))
     (repo / "history").mkdir()
     (Paths(repo).candidate_model).mkdir(parents=True)
     (Paths(repo).candidate_model / "weights.bin").write_bytes(b"w")

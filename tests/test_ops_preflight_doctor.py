@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from codeloop.config import Params
+from codeloop.config import Params, parse_params
 from codeloop.io import write_json, write_tasks, write_trajectories
 from codeloop.ops.doctor import code_lengths, consistency, reward_distribution
 from codeloop.ops.preflight import run_preflight
@@ -110,3 +110,13 @@ def test_doctor_flags_a_reward_version_mismatch(tmp_path):
     trajs = [_traj(0, 1.0, reward_fn_version="v2")]
     f = consistency(trajs, Params(), tmp_path)
     assert not f.ok and "v2" in f.finding
+
+
+@pytest.mark.parametrize("version,model", [("v2-critic", "critic"), ("v2-judge", "judge")])
+def test_preflight_refuses_a_model_based_reward_version_as_unreleased(good_root, version, model):
+    params = parse_params({"reward": {"version": version}})
+    report = run_preflight(params, str(good_root), run_golden=False)
+    check = next(c for c in report.checks if c.name.startswith("reward version pinned"))
+    assert not check.ok
+    assert f"{version} is unreleased" in check.reason and model in check.reason
+    assert "v1" in check.fix and version not in check.fix

@@ -11,7 +11,7 @@ import sys
 
 from codeloop.paths import Paths
 
-HELP = "Train the learned critic on scored trajectories; print its held-out AUC."
+HELP = "Train the learned critic on scored trajectories; print its metrics (held-out AUC or why none)."
 
 
 def add_arguments(p) -> None:

@@ -30,7 +30,9 @@ class RewardConfig(Section):
     )
     version: str = Field(
         "v1",
-        description="Reward composition (codeloop.rewards.registry): v1, v2, v2-critic, ..., v3 (repo tasks).",
+        description="Reward composition of function tasks (codeloop.rewards.registry): v1 or "
+        "v2. v2-critic and v2-judge are unreleased: score and replay take them, train refuses "
+        "them.",
     )
     repo_version: str = Field(
         "v4",
@@ -38,7 +40,9 @@ class RewardConfig(Section):
         "function tasks use `version`.",
     )
     judge_kind: Literal["http", "hf"] = Field(
-        "http", description="Judge backend (v2-judge): OpenAI-compatible HTTP or local HF model."
+        "http",
+        description="Judge backend of the unreleased v2-judge: OpenAI-compatible HTTP or "
+        "local HF model.",
     )
     judge_url: str = Field(
         "", description="Judge: base URL of an OpenAI-compatible API (http) or model path (hf)."
@@ -48,7 +52,9 @@ class RewardConfig(Section):
         "", description="Judge: environment variable holding the API key (never the key itself)."
     )
     judge_timeout_s: float = Field(30.0, gt=0, le=600, description="Judge: HTTP timeout (s).")
-    critic_path: str = Field("", description="Critic directory (critic.json + .npz), v2-critic.")
+    critic_path: str = Field(
+        "", description="Critic directory (critic.json + .npz) of the unreleased v2-critic."
+    )
     tdd_weight: float = Field(
         0.2, ge=0, le=1,
         description="tdd episodes: weight of the test-quality term. Function tasks: the share"

@@ -212,6 +212,20 @@ def _trajectory_checks(params: Params, root: Path) -> list[Check]:
     return out
 
 
+def _unreleased_why(comp) -> str:
+    """Why an unreleased composition's rewards cannot be trusted to stay what they were."""
+    if comp.needs_critic:
+        model = "the critic at reward.critic_path, which each promotion replaces"
+    elif comp.needs_judge:
+        model = "a judge model or endpoint (reward.judge_*) that nothing freezes"
+    else:
+        return "no golden test pins its outputs"
+    return (
+        f"part of its reward comes from {model}; no golden test pins its outputs and replay "
+        "cannot recompute them once that model changes"
+    )
+
+
 def _reward_pinned(params: Params, root: Path, run_golden: bool) -> Check:
     from codeloop.rewards.registry import REGISTRY
 
@@ -226,11 +240,12 @@ def _reward_pinned(params: Params, root: Path, run_golden: bool) -> Check:
             "pick a released version",
         )
     if not comp.released:
+        released = ", ".join(sorted(n for n, c in REGISTRY.items() if c.released))
         return Check(
             name,
             False,
-            f"{params.reward.version} is not released (no golden pin)",
-            "release it with a golden test, or use a released version",
+            f"reward.version {params.reward.version} is unreleased: {_unreleased_why(comp)}",
+            f"use a released version ({released})",
         )
     golden = root / "tests/test_score_golden.py"
     if run_golden and golden.exists():

@@ -84,14 +84,24 @@ def _rollout(m: dict) -> dict[str, Any]:
     return {k: m.get(k) for k in keys}
 
 
+# score's per-row hidden-test diagnostic component (codeloop.rewards.HIDDEN_KEY; the
+# report does not import the reward code)
+HIDDEN_COMPONENT = "diag_hidden_pass_rate"
+
+
 def _score(m: dict) -> dict[str, Any]:
-    comps = {n: c.get("mean") for n, c in (m.get("components") or {}).items()}
+    """Pass rates only over the rows they were measured on: score writes 0.0 for the hidden
+    rate when no row ran hidden tests (its components then have no hidden diagnostic),
+    which is no figure."""
+    dists = m.get("components")
+    comps = {n: c.get("mean") for n, c in (dists or {}).items()}
     replay = m.get("replay") or {}
+    no_hidden = dists is not None and not (dists.get(HIDDEN_COMPONENT) or {}).get("count")
     return {
         "mean_reward": m.get("mean_reward"),
         "reward_version": m.get("reward_version"),
-        "visible_pass_rate": m.get("visible_pass_rate"),
-        "hidden_pass_rate": m.get("hidden_pass_rate"),
+        "visible_pass_rate": None if m.get("n_scored") == 0 else m.get("visible_pass_rate"),
+        "hidden_pass_rate": None if no_hidden else m.get("hidden_pass_rate"),
         "components": comps,
         "infra_errors": m.get("infra_errors"),
         "replay_mismatches": replay.get("mismatches"),
@@ -100,8 +110,18 @@ def _score(m: dict) -> dict[str, Any]:
 
 
 def _critic(m: dict) -> dict[str, Any]:
-    keys = ("n_examples", "holdout_auc", "holdout_accuracy")
-    return {k: m.get(k) for k in keys}
+    """Held-out AUC and accuracy only under holdout_status "ok": a metrics file without a
+    status was written before degenerate splits were told apart, so its figures may not
+    stand on both classes."""
+    status = m.get("holdout_status") or "unchecked: metrics predate the degenerate-split check"
+    ok = status == "ok"
+    return {
+        "n_examples": m.get("n_examples"),
+        "n_holdout": m.get("n_holdout"),
+        "holdout_status": status,
+        "holdout_auc": m.get("holdout_auc") if ok else None,
+        "holdout_accuracy": m.get("holdout_accuracy") if ok else None,
+    }
 
 
 def _train(m: dict) -> dict[str, Any]:
@@ -173,6 +193,19 @@ HEADLINES = {
 }
 
 
+def _drop_empty_splits(now: dict, ev: dict, score: dict | None) -> None:
+    """Tonight's figures that stand on no row become None: pass@1 of a set where no task
+    was evaluated (evaluate writes 0.0 there), a mean over sets that counts one, and the
+    train hidden pass rate and gap when no scored row ran hidden tests."""
+    empty = {n for n, s in (ev.get("sets") or {}).items() if s.get("n_tasks") == 0}
+    for name in empty & set(now["pass_at_1"]):
+        now["pass_at_1"][name] = None
+    if empty:
+        now["pass_at_1_mean"] = None
+    if score is not None and _score(score)["hidden_pass_rate"] is None:
+        now["hidden_pass_rate"] = now["hidden_visible_gap"] = None
+
+
 def _since_promoted(root: Path, ev: dict | None, score: dict | None) -> dict[str, Any]:
     """Tonight's evaluate+score numbers beside the last promoted iteration's history row.
 
@@ -202,6 +235,7 @@ def _since_promoted(root: Path, ev: dict | None, score: dict | None) -> dict[str
         earlier = f"{note}; no earlier promoted iteration to compare with" if note else ""
         return {"baseline": None, "note": earlier or "no promoted iteration yet"}
     base = history[-1]
+    _drop_empty_splits(now, ev, score)
     rows = [(f"pass@1 {s}", base["pass_at_1"].get(s), v) for s, v in now["pass_at_1"].items()]
     rows += [(label, base.get(f), now.get(f)) for f, label in COMPARED]
     comps = sorted(set(base["reward_components"]) | set(now["reward_components"]))
@@ -232,10 +266,21 @@ def build_report(root: str | Path = ".") -> dict[str, Any]:
     }
 
 
-def _f(v: Any, digits: int = 3) -> str:
+_NO_HIDDEN = "none (no row ran hidden tests)"
+
+
+def _f(v: Any, digits: int = 3, none: str = "-") -> str:
     if v is None:
-        return "-"
+        return none
     return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+
+
+def _set_pass(name: str, s: dict) -> str:
+    """A frozen set's pass@1, or why there is none: evaluate writes 0.0 for a set where no
+    task was evaluated (every episode an infra error, or an empty set), which is no figure."""
+    if s["n_tasks"] == 0:
+        return f"{name} none (no task evaluated)"
+    return f"{name} {_f(s['pass@1'])} ({s['n_tasks']} tasks)"
 
 
 def _lines(stage: str, h: dict) -> str:
@@ -263,15 +308,18 @@ def _lines(stage: str, h: dict) -> str:
         )
     if stage == "score":
         comps = ", ".join(f"{k} {_f(v)}" for k, v in h["components"].items())
+        hidden = _f(h["hidden_pass_rate"], none=_NO_HIDDEN)
         return (
             f"mean reward {_f(h['mean_reward'])} ({h['reward_version']}), pass rate visible "
-            f"{_f(h['visible_pass_rate'])} hidden {_f(h['hidden_pass_rate'])}, replay "
+            f"{_f(h['visible_pass_rate'])} hidden {hidden}, replay "
             f"mismatches {_f(h['replay_mismatches'])}\n{'':12}component means: {comps or '-'}"
         )
     if stage == "critic":
+        if h["holdout_status"] != "ok":
+            return f"{h['n_examples']} examples, held-out: {h['holdout_status']} (no AUC)"
         return (
             f"{h['n_examples']} examples, held-out AUC {_f(h['holdout_auc'])}, "
-            f"accuracy {_f(h['holdout_accuracy'])}"
+            f"accuracy {_f(h['holdout_accuracy'])} over {h['n_holdout']} rows"
         )
     if stage == "train":
         line = (
@@ -289,7 +337,7 @@ def _lines(stage: str, h: dict) -> str:
             line += f"\n{'':12}RFT {h['rft_mode']} ({h['rft_source'] or 'current'}): "
             line += f"{h['rft_examples']} examples"
         return line
-    sets = ", ".join(f"{n} {_f(s['pass@1'])} ({s['n_tasks']} tasks)" for n, s in h["sets"].items())
+    sets = ", ".join(_set_pass(n, s) for n, s in h["sets"].items())
     infra = sum(int(s["infra_errors"] or 0) for s in h["sets"].values())
     return f"iteration {h['iteration']}: frozen pass@1 {sets or '-'}; {infra} infra errors"
 

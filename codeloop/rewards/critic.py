@@ -97,6 +97,12 @@ def features(task: Task, code: str, dim: int) -> np.ndarray:
     return np.unique(np.array([_h(n, dim) for n in names], dtype=np.int64))
 
 
+def _log_odds(y: np.ndarray) -> float:
+    """log(p / (1 - p)) of the labels' mean, smoothed so one class alone stays finite."""
+    p = (float(y.sum()) + 0.5) / (len(y) + 1.0)
+    return math.log(p / (1.0 - p))
+
+
 @dataclass
 class Critic:
     weights: np.ndarray
@@ -112,13 +118,20 @@ class Critic:
         lr: float = 0.5,
         l2: float = 1e-4,
     ) -> Critic:
-        """Logistic regression by full-batch gradient descent on (task, code, label)."""
+        """Logistic regression by full-batch gradient descent on (task, code, label), the
+        bias started at the labels' log-odds."""
         feats = [features(t, c, dim) for t, c, _ in examples]
         y = np.array([lab for _, _, lab in examples], dtype=np.float64)
         rows = np.concatenate([np.full(len(f), i) for i, f in enumerate(feats)] or [[]])
         cols = np.concatenate(feats or [np.zeros(0, np.int64)]).astype(np.int64)
         rows = rows.astype(np.int64)
         w = np.zeros(dim)
+        # The bias starts at the labels' log-odds. From zero, every feature most rows share
+        # ("def", "return", "parses") learns the base rate along with the bias, so a row's
+        # score falls (mostly failing labels) or rises (mostly passing) with how many such
+        # features it has, i.e. with its length: on a mostly failing night, complete code
+        # that passes then ranks below short failing code of other tasks.
+        w[_h("bias", dim)] = _log_odds(y)
         n = max(len(examples), 1)
         for _ in range(epochs):
             z = np.bincount(rows, weights=w[cols], minlength=len(examples))
@@ -213,25 +226,57 @@ def in_holdout(task_id: str, fraction: float, seed: int) -> bool:
     return int.from_bytes(h, "little") / 2**64 < fraction
 
 
+# A held-out figure is only reported when each class (passing, failing) has at least
+# this many held-out rows from at least this many held-out tasks. Why per task too: the
+# split is by task and a task's samples share its prompt, so the rows of one class drawn
+# from one or two tasks rank those tasks against the others, not passing code against
+# failing code; and with a handful of minority rows the AUC moves in steps of
+# 1 / (minority x majority) and the accuracy is the majority share whatever the critic does.
+MIN_HOLDOUT_ROWS_PER_CLASS = 10
+MIN_HOLDOUT_TASKS_PER_CLASS = 3
+
+
+def holdout_status(held: list[tuple[Task, str, float]]) -> str:
+    """The held-out rows' status: "ok", or "degenerate: <why>" when they cannot carry an
+    AUC or an accuracy."""
+    why = []
+    for name, label in (("passing", True), ("failing", False)):
+        rows = [e for e in held if bool(e[2]) is label]
+        n_tasks = len({e[0].task_id for e in rows})
+        if len(rows) < MIN_HOLDOUT_ROWS_PER_CLASS or n_tasks < MIN_HOLDOUT_TASKS_PER_CLASS:
+            why.append(f"{len(rows)} {name} rows from {n_tasks} tasks")
+    if not why:
+        return "ok"
+    need = f"{MIN_HOLDOUT_ROWS_PER_CLASS} rows from {MIN_HOLDOUT_TASKS_PER_CLASS} tasks"
+    return f"degenerate: {' and '.join(why)} held out (each class needs {need})"
+
+
 def fit_with_holdout(
     examples: list[tuple[Task, str, float]], *, holdout_fraction: float, seed: int, **kw
 ) -> tuple[Critic, dict]:
     """Measure on held-out tasks, then refit on everything (the model the stage ships).
 
     Why refit: the held-out figure estimates how well a critic trained this way ranks code
-    for unseen tasks; the shipped critic should still learn from every labelled row.
+    for unseen tasks; the shipped critic should still learn from every labelled row. On a
+    degenerate held-out split (``holdout_status``) no figure is computed: AUC and accuracy
+    stay None and ``holdout_status`` says why.
     """
     held = [e for e in examples if in_holdout(e[0].task_id, holdout_fraction, seed)]
     train = [e for e in examples if not in_holdout(e[0].task_id, holdout_fraction, seed)]
+    status = holdout_status(held)
+    if status == "ok" and not train:
+        status = "degenerate: no training rows outside the held-out tasks"
     metrics: dict = {
         "n_examples": len(examples),
         "n_train": len(train),
         "n_holdout": len(held),
+        "n_holdout_passing": sum(bool(e[2]) for e in held),
         "pass_rate": sum(e[2] for e in examples) / len(examples) if examples else None,
+        "holdout_status": status,
         "holdout_auc": None,
         "holdout_accuracy": None,
     }
-    if train and held:
+    if status == "ok":
         probe = Critic.fit(train, **kw)
         scores = [probe.predict(t, c) for t, c, _ in held]
         labels = [y for _, _, y in held]

@@ -2,10 +2,11 @@
 
 Reads data/trajectories (label: the trajectory's final code passed every visible test)
 and data/buckets/tasks.parquet. Writes models/critic (critic.json + critic.npz) and
-metrics/critic.json (examples, pass rate, AUC and accuracy on held-out tasks). The
-evaluate stage uses it for critic-guided selection among the n samples per task, and
-reward version ``v2-critic`` can use a promoted copy (``reward.critic_path``) as a dense
-reward; it cannot read models/critic directly, as score feeds this stage.
+metrics/critic.json (examples, pass rate, AUC and accuracy on held-out tasks, or why the
+held-out split is too degenerate to carry them). The evaluate stage uses it for
+critic-guided selection among the n samples per task, and the unreleased reward version
+``v2-critic`` can use a promoted copy (``reward.critic_path``) as a dense reward; it
+cannot read models/critic directly, as score feeds this stage.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
     critic, metrics = step(fit_critic, trajs, tasks_by_id, params.critic)
     critic.save(paths.critic_model)
     log.info(
-        "critic on %d examples (pass rate %.3f, skipped %s): held-out AUC %s over %d rows",
+        "critic on %d examples (pass rate %.3f, skipped %s): held-out %s, AUC %s over %d rows",
         metrics["n_examples"], metrics["pass_rate"], metrics["skipped"] or "none",
-        metrics["holdout_auc"], metrics["n_holdout"],
+        metrics["holdout_status"], metrics["holdout_auc"], metrics["n_holdout"],
     )
     write_json(paths.metrics("critic"), metrics)
     return metrics
