@@ -235,7 +235,8 @@ def _demos(a, p, ex, repos, train):
     todo = [t for t in train if want(t) not in cached]
     demo_env = AgentEnv(ex, p.agent.model_copy(update={"max_steps": 500}), repos)
     new, report = expert_demos(
-        todo, demo_env, lambda t: expert_calls(t, repos, slip=slipped(t, frac))
+        todo, demo_env,
+        lambda t: expert_calls(t, repos, slip=slipped(t, frac), budget=p.agent.observation_chars),
     )
     if cache is not None and new:
         cache.mkdir(parents=True, exist_ok=True)
