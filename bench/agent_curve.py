@@ -25,9 +25,14 @@ expert's episodes played through the real ``AgentEnv`` (``codeloop.rollout.demos
 per iteration: agent rollout (``codeloop.rollout.agent_episodes``) on a slice of training
 repo tasks, scoring by the trusted judge with reward v3 (``codeloop.rewards.repo``), one
 ``train_grpo`` update, and evaluation of the held-out tasks at ``evaluate.temperature``:
-resolved rate (judge on the final diff) with its SE over tasks and the paired per-task
-change since the SFT policy, plus average steps, tool-call success rate and the share of
-episodes that ran the tests before submitting. Every seed is fixed; r1's SFT policy was the
+resolved rate (judge on the final diff) and the paired per-task change since the SFT
+policy, each with two SEs side by side: ``*_se`` treats the tasks as independent, and
+``*_se_repo`` clusters them by repository (``codeloop.evaluate.paired.cluster_se``; tasks
+planted in one repository share its difficulty, so they are not independent draws and the
+clustered SE is the honest one when it is larger), plus average steps, tool-call success
+rate and the share of episodes that ran the tests before submitting. Each held-out task's
+repository (its snapshot) is written beside the CSV (``<out>.repos.json``) for
+bench/mode_variants.py. Every seed is fixed; r1's SFT policy was the
 committed run's bit for bit, yet their GRPO iterations drift apart (cause not found), and the
 2,000-demo SFT differed between two sessions: compare iterations within one run. The
 baseline in the same run is iteration 0 (the SFT policy); a rise counts only beyond two paired
@@ -65,6 +70,7 @@ from codeloop.evaluate.agent_metrics import (  # noqa: E402
     failure_steps,
     render_episode,
 )
+from codeloop.evaluate.paired import cluster_se  # noqa: E402
 from codeloop.policy.agent_format import repo_corpus  # noqa: E402
 from codeloop.policy.model import Policy, build_embedded  # noqa: E402
 from codeloop.policy.sft import run_sft  # noqa: E402
@@ -78,7 +84,7 @@ from codeloop.train.trainer import train_grpo  # noqa: E402
 KNOB = ("min_modules", "max_modules", "max_depth", "max_distance")
 FIELDS = (
     "iteration", "train_reward_mean", "train_resolved_rate", "heldout_resolved", "heldout_resolved_se",
-    "heldout_delta", "heldout_delta_se", "avg_steps", "tool_call_success_rate",
+    "heldout_resolved_se_repo", "heldout_delta", "heldout_delta_se", "heldout_delta_se_repo", "avg_steps", "tool_call_success_rate",
     "tests_before_submit_rate", "submitted_rate", "kl", "frac_reward_zero_std", "rft_examples",
     "seconds",
 )
@@ -175,9 +181,13 @@ def _eval(policy, heldout, env, ex, repos, p, a, base=None, show=0) -> dict:
     per = {k: sum(v) / len(v) for k, v in rates.items()}
     ref = base or per
     diffs = [per[k] - ref[k] for k in per]
+    # a task's repository is its snapshot: the generated tree its bug was planted in
+    repo_of = [by_id[k].snapshot for k in per]
     return {
         "heldout_resolved": m["resolved_rate"], "heldout_resolved_se": _se(list(per.values())),
+        "heldout_resolved_se_repo": cluster_se(list(per.values()), repo_of),
         "heldout_delta": sum(diffs) / len(diffs), "heldout_delta_se": _se(diffs),
+        "heldout_delta_se_repo": cluster_se(diffs, repo_of),
         **{k: m[k] for k in ("avg_steps", "tool_call_success_rate", "tests_before_submit_rate",
                              "submitted_rate")},
         "_rates": per,
@@ -225,7 +235,8 @@ def _demos(a, p, ex, repos, train):
     todo = [t for t in train if want(t) not in cached]
     demo_env = AgentEnv(ex, p.agent.model_copy(update={"max_steps": 500}), repos)
     new, report = expert_demos(
-        todo, demo_env, lambda t: expert_calls(t, repos, slip=slipped(t, frac))
+        todo, demo_env,
+        lambda t: expert_calls(t, repos, slip=slipped(t, frac), budget=p.agent.observation_chars),
     )
     if cache is not None and new:
         cache.mkdir(parents=True, exist_ok=True)
@@ -277,6 +288,10 @@ def main() -> int:
     train, grpo = train[: a.train_repo_tasks], train[a.train_repo_tasks :] or train
     funcs = generate_tasks(a.functions, seed=0, max_depth=2)
     rows, out = [], Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{out}.repos.json").write_text(
+        json.dumps({t.task_id: t.snapshot for t in heldout}, sort_keys=True)
+    )
     with tempfile.TemporaryDirectory() as tmp:
         repos = f"{tmp}/repos"
         for files in {**trees, **htrees}.values():
@@ -330,7 +345,8 @@ def main() -> int:
     print(f"held-out resolved: {r0['heldout_resolved']:.3f} +- {r0['heldout_resolved_se']:.3f} "
           f"(SFT) -> {r1['heldout_resolved']:.3f} +- {r1['heldout_resolved_se']:.3f} after "
           f"{a.iterations} GRPO iterations (paired change {r1['heldout_delta']:+.3f} +- "
-          f"{r1['heldout_delta_se']:.3f})")
+          f"{r1['heldout_delta_se']:.3f} over tasks, +- {r1['heldout_delta_se_repo']:.3f} "
+          f"clustered by repository)")
     print(f"wrote {out}")
     return 0
 

@@ -5,7 +5,12 @@ bench/agent_curve.py for repository tasks) that differs from its kind's ``self_d
 run only in ``rollout.mode`` / ``rollout.agent_mode``: same tasks, held-out set, seeds and
 steps. Each run's ``<csv>.rates.json`` holds every evaluated iteration's per-task held-out
 rate; a mode's change against self_debug at the same iteration is the mean over tasks of
-(rate_mode - rate_self_debug), with its standard error over tasks (the unit sampled).
+(rate_mode - rate_self_debug). Each rate and change has two SEs side by side: ``*_se`` over
+tasks as independent draws, ``*_se_repo`` clustered by repository
+(``codeloop.evaluate.paired.cluster_se``): tasks planted in one repository share it, so
+they are not independent. A task's repository is read from ``<csv>.repos.json`` (written
+by bench/agent_curve.py), else from a synthetic task id ``synthrepo/<seed>/<repo>/<task>``;
+a function task is its own cluster, so its two SEs agree.
 
 Run: ``.venv/bin/python bench/mode_variants.py KIND=MODE=CSV ... [--out metrics/mode_variants.csv]``
 e.g. ``function=self_debug=metrics/mode_runs/function_self_debug.csv function=tdd=...``
@@ -17,10 +22,15 @@ import argparse
 import csv
 import json
 import math
+import sys
 from pathlib import Path
 
-FIELDS = ["kind", "mode", "iteration", "heldout_rate", "heldout_rate_se", "paired_vs_self_debug",
-          "paired_se", "n_tasks", "run"]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from codeloop.evaluate.paired import cluster_se  # noqa: E402
+
+FIELDS = ["kind", "mode", "iteration", "heldout_rate", "heldout_rate_se", "heldout_rate_se_repo",
+          "paired_vs_self_debug", "paired_se", "paired_se_repo", "n_tasks", "n_repos", "run"]
 
 
 def _rates(csv_path: str) -> dict[str, dict[str, float]]:
@@ -28,6 +38,23 @@ def _rates(csv_path: str) -> dict[str, dict[str, float]]:
     the rollout temperature's rates, under "_hot")."""
     runs = json.loads(Path(csv_path + ".rates.json").read_text())
     return {it: r[""] if "" in r and isinstance(r[""], dict) else r for it, r in runs.items()}
+
+
+def _repos(csv_path: str) -> dict[str, str]:
+    """{task_id: repository} from the run's ``<csv>.repos.json``, or {} when absent."""
+    f = Path(csv_path + ".repos.json")
+    return json.loads(f.read_text()) if f.is_file() else {}
+
+
+def repository(task_id: str, known: dict[str, str]) -> str:
+    """The repository a task was planted in: ``known``'s entry, else a synthetic id's
+    ``synthrepo/<seed>/<repo>`` prefix, else the task itself (a cluster of one)."""
+    if task_id in known:
+        return known[task_id]
+    parts = task_id.split("/")
+    if len(parts) == 4 and parts[0] == "synthrepo":
+        return "/".join(parts[:3])
+    return task_id
 
 
 def _mean_se(values: list[float]) -> tuple[float, float]:
@@ -45,18 +72,26 @@ def rows_for(kind: str, runs: dict[str, str]) -> list[dict]:
     if "self_debug" not in runs:
         raise SystemExit(f"{kind}: no self_debug run to pair against")
     base = _rates(runs["self_debug"])
+    known = _repos(runs["self_debug"])
     out = []
     for mode, path in runs.items():
+        known_here = {**known, **_repos(path)}
         for it, rates in sorted(_rates(path).items(), key=lambda kv: int(kv[0])):
             ref = base.get(it, {})
             shared = sorted(set(rates) & set(ref))
             rate, rate_se = _mean_se([rates[t] for t in rates])
             diff, diff_se = _mean_se([rates[t] - ref[t] for t in shared])
+            all_repos = [repository(t, known_here) for t in rates]
+            shared_repos = [repository(t, known_here) for t in shared]
             out.append({
                 "kind": kind, "mode": mode, "iteration": int(it),
                 "heldout_rate": round(rate, 4), "heldout_rate_se": round(rate_se, 4),
+                "heldout_rate_se_repo": round(cluster_se(list(rates.values()), all_repos), 4),
                 "paired_vs_self_debug": round(diff, 4), "paired_se": round(diff_se, 4),
-                "n_tasks": len(shared), "run": path,
+                "paired_se_repo": round(
+                    cluster_se([rates[t] - ref[t] for t in shared], shared_repos), 4
+                ),
+                "n_tasks": len(shared), "n_repos": len(set(shared_repos)), "run": path,
             })
     return out
 
@@ -81,7 +116,8 @@ def main() -> int:
     for r in rows:
         print(f"{r['kind']:9s} {r['mode']:12s} it {r['iteration']:2d}  rate {r['heldout_rate']:.3f}"
               f" +- {r['heldout_rate_se']:.3f}  vs self_debug {r['paired_vs_self_debug']:+.3f}"
-              f" +- {r['paired_se']:.3f}  ({r['n_tasks']} tasks)")
+              f" +- {r['paired_se']:.3f} (tasks) +- {r['paired_se_repo']:.3f} (repos)"
+              f"  ({r['n_tasks']} tasks, {r['n_repos']} repos)")
     print(f"wrote {a.out}")
     return 0
 

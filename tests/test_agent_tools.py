@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from codeloop.agent.tools import truncate
+from codeloop.agent.lines import truncate
 from tests._repo_fixture import open_agent_env
 
 
@@ -142,9 +142,35 @@ def test_bash_is_off_unless_switched_on(tmp_path):
 
 
 def test_a_long_output_is_cut_with_a_marker(ep):
-    call(ep, "write_file", path="big.txt", content="line\n" * 5000)
-    obs = call(ep, "read_file", path="big.txt")
+    obs = call(ep, "bash", command="seq 5000")
     assert obs.truncated and len(obs.output) <= 2000 and "observation truncated" in obs.output
+
+
+def test_a_long_file_read_whole_keeps_whole_head_and_tail_lines_and_names_the_range_left_out(ep):
+    call(ep, "write_file", path="big.txt", content="".join(f"row {i}\n" for i in range(1, 5001)))
+    obs = call(ep, "read_file", path="big.txt")
+    lines = obs.output.splitlines()
+    note = next(x for x in lines if x.startswith("[... lines "))
+    first, last = (int(v) for v in note.split()[2].split("-"))
+    head, tail = lines[: lines.index(note)], lines[lines.index(note) + 1 :]
+    assert obs.truncated and len(obs.output) <= 2000 and "read_file with start/end" in note
+    assert head == [f"{i:>5}  row {i}" for i in range(1, first)]
+    assert tail == [f"{i:>5}  row {i}" for i in range(last + 1, 5001)]
+
+
+def test_a_search_with_too_many_matches_keeps_whole_lines_and_counts_the_rest(ep):
+    call(ep, "write_file", path="many.txt", content="needle here\n" * 150)
+    obs = call(ep, "search", pattern="needle", path="many.txt")
+    lines = obs.output.splitlines()
+    note = next(x for x in lines if x.startswith("[... "))
+    kept = [x for x in lines if x != note]
+    assert obs.truncated and len(obs.output) <= 2000
+    assert all(x == f"{i}:needle here" for x, i in zip(kept, _numbers(kept), strict=True))
+    assert note.startswith(f"[... {150 - len(kept)} of 150 matching lines omitted")
+
+
+def _numbers(hits: list[str]) -> list[int]:
+    return [int(x.split(":", 1)[0]) for x in hits]
 
 
 def test_truncate_keeps_short_text_whole():

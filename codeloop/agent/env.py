@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass, field
 
 from codeloop.agent.envdirs import boot_file, env_paths
-from codeloop.agent.tools import INVALID_KINDS, Pending, ToolResult, Tools, parse_call, truncate
+from codeloop.agent.lines import truncate
+from codeloop.agent.tools import INVALID_KINDS, Pending, ToolResult, Tools, parse_call
 from codeloop.agent.workspace import BaseCache, Workspace
 from codeloop.config import AgentConfig
 from codeloop.sandbox import SandboxError
@@ -59,6 +60,7 @@ class Episode:
     def _record(self, tool: str, args: dict, raw: str, res: ToolResult, ms: float) -> Observation:
         cfg, c = self.env.cfg, self.counters
         text, cut = truncate(res.output, cfg.observation_chars)
+        cut = cut or res.truncated  # read_file and search cut their own lines to the budget
         obs = Observation(output=text, truncated=cut, error_kind=res.error_kind, duration_ms=ms)
         if res.report is not None:
             c.tests_run += 1

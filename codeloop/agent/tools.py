@@ -5,7 +5,8 @@ which never follows a link) or a sandbox command plus a function turning its res
 the answer (search, run_tests, bash), so an episode batch sends all its commands to the
 sandbox at once (``AgentEnv.step_many``). Every failure of the agent's making is a
 ``ToolResult`` with an ``error_kind``, never an exception; every output is cut to the
-observation budget with a marker saying so.
+observation budget with a marker saying so: read_file and search cut whole lines and say
+which lines they left out and how to see them (a range, a narrower search).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from codeloop.agent.fsops import ToolError, list_tree, read_bytes, split_path, write_bytes
+from codeloop.agent.lines import fit_lines, numbered
 from codeloop.agent.testrun import (
     TestReport,
     report_of,
@@ -63,16 +65,6 @@ class Pending:
 
     job: CmdJob
     finish: Callable[[CmdResult], ToolResult]
-
-
-def truncate(text: str, budget: int) -> tuple[str, bool]:
-    """``text`` cut to ``budget`` chars (head and tail kept) with a marker saying so."""
-    if len(text) <= budget:
-        return text, False
-    marker = f"\n[... observation truncated: {len(text)} chars, {budget} shown ...]\n"
-    keep = max(budget - len(marker), 0)
-    head = keep * 2 // 3
-    return text[:head] + marker + text[len(text) - (keep - head) :], True
 
 
 def parse_call(call: object) -> tuple[str, dict, str]:
@@ -139,8 +131,17 @@ class Tools:
         last = len(lines) if end is None else min(end, len(lines))
         if first > max(last, 1) or (lines and first > len(lines)):
             raise ToolError("bad_args", f"{path}: lines {start}-{end} outside 1-{len(lines)}")
-        body = "\n".join(f"{i:>5}  {lines[i - 1]}" for i in range(first, last + 1))
-        return ToolResult(body if lines else "(empty file)")
+        if not lines:
+            return ToolResult("(empty file)")
+        shown = numbered(lines, first, last)
+
+        def note(a: int, b: int) -> str:
+            lo, hi = first + a, first + b
+            return (f"[... lines {lo}-{hi} omitted ({hi - lo + 1} lines of {len(lines)}); "
+                    f"read_file with start/end to see them ...]")
+
+        body, cut = fit_lines(shown, self.cfg.observation_chars, note)
+        return ToolResult(body, truncated=cut)
 
     def _edit(self, path: str, old: str, new: str) -> ToolResult:
         if not old:
@@ -180,7 +181,14 @@ class Tools:
                 return ToolResult(f"no match for {pattern!r}")
             if res.exit_code != 0:
                 return ToolResult(f"error: {res.stderr.strip()[:500]}", error_kind="bad_args")
-            return ToolResult(res.stdout.rstrip("\n"))
+            hits = res.stdout.rstrip("\n").split("\n")
+
+            def note(a: int, b: int) -> str:
+                return (f"[... {b - a + 1} of {len(hits)} matching lines omitted; narrow the "
+                        f"pattern or the path ...]")
+
+            text, cut = fit_lines(hits, self.cfg.observation_chars, note)
+            return ToolResult(text, truncated=cut)
 
         return Pending(job, finish)
 
@@ -227,13 +235,19 @@ class Tools:
         counts = ", ".join(f"{rep.count(o)} {o}" for o in ("passed", "failed", "error")
                            if rep.count(o))
         head = f"{counts or 'no tests ran'}"
-        parts = [head, *lines]
+        tail = []
         if rep.first_failure:
-            parts += ["--- first failure ---", rep.first_failure]
+            tail += ["--- first failure ---", rep.first_failure]
         if rep.status == "timeout":
-            parts.append(f"[test run timed out after {self.cfg.test_timeout_s:g} s]")
+            tail.append(f"[test run timed out after {self.cfg.test_timeout_s:g} s]")
         if not rep.collected_ok:
-            parts += ["--- pytest output (tail) ---", rep.output_tail]
+            tail += ["--- pytest output (tail) ---", rep.output_tail]
+        if len("\n".join([head, *lines, *tail])) > self.cfg.observation_chars:
+            # an output over the budget is cut in its middle, where a real suite's hundreds
+            # of PASSED lines would bury the failing ones: list only the tests that did not pass
+            lines = [x for x in lines if not x.startswith("PASSED ")]
+            lines.append(f"[... {rep.count('passed')} passed tests not listed ...]")
+        parts = [head, *lines, *tail]
         kind = "timeout" if rep.status == "timeout" else ""
         return ToolResult("\n".join(parts), error_kind=kind, report=rep, visible_passed=passed)
 
@@ -267,4 +281,4 @@ def closest_lines(text: str, old: str) -> str:
         return SequenceMatcher(None, "\n".join(cut[i : i + k]), target, autojunk=False).ratio(), -i
 
     best = max(starts, key=full)
-    return "\n".join(f"{i + 1:>5}  {lines[i]}" for i in range(best, best + k))
+    return "\n".join(numbered(lines, best + 1, best + k))

@@ -124,3 +124,26 @@ def min_detectable_drop(se: float, m: int, k: int, alpha: float) -> float:
     z = NormalDist().inv_cdf(1 - alpha) + NormalDist().inv_cdf(POWER)
     floor = math.ceil(math.log2(1 / alpha)) / (k * m)
     return max(z * se, floor)
+
+
+def cluster_se(values: list[float], clusters: list[str]) -> float:
+    """Standard error of the mean of ``values`` when tasks of one cluster (a repository)
+    are not independent: the cluster-robust (CR1) sandwich estimate
+
+        sqrt( G/(G−1) · Σ_g (Σ_{i∈g} (v_i − mean))² ) / n
+
+    with n values in G clusters. With one value per cluster it is exactly the task-level
+    SE (G/(G−1) = n/(n−1) is then the sample variance's own correction); tasks whose
+    values move together within a cluster make it larger. 0.0 with fewer than two clusters,
+    where no spread between clusters can be measured."""
+    if len(values) != len(clusters):
+        raise ValueError(f"{len(values)} values but {len(clusters)} cluster labels")
+    n = len(values)
+    sums: dict[str, float] = {}
+    mean = sum(values) / n if n else 0.0
+    for v, g in zip(values, clusters, strict=True):
+        sums[g] = sums.get(g, 0.0) + (v - mean)
+    k = len(sums)
+    if k < 2:
+        return 0.0
+    return math.sqrt(k / (k - 1) * sum(s * s for s in sums.values())) / n

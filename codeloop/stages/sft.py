@@ -40,7 +40,10 @@ def collect_demos(params: Params, paths: Paths, tasks: list[Task]) -> tuple[list
     try:
         frac, tdd = params.sft.slip_fraction, params.rollout.agent_mode == "tdd"
         demos, report = expert_demos(
-            tasks, env, lambda t: expert_calls(t, paths.repos_dir, slip=slipped(t, frac), tdd=tdd)
+            tasks,
+            env,
+            lambda t: expert_calls(t, paths.repos_dir, slip=slipped(t, frac), tdd=tdd,
+                                   budget=cfg.observation_chars),
         )
     finally:
         getattr(env, "close", lambda: None)()

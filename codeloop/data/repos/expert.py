@@ -22,6 +22,14 @@ tests as the task's tree holds them, with their module's imports and helpers, so
 on the buggy tree and passes on the fixed one) and runs it, in place of the opening run
 of the visible tests (the episode stays within the rollout's step cap); then it fixes as
 usual. The workspace's diff leaves test files out, so the submitted fix is unchanged.
+
+A file too long for one observation (``budget``, agent.observation_chars; a real
+repository's module of hundreds of lines, as ``codeloop mint`` makes tasks from) is never
+read whole: the expert searches for the function the fix lies in, then reads only a line
+range around the edit (up to the enclosing ``def``, a few lines below, as many as fit one
+observation), so the edit's old text is on screen uncut. A long test file the failing test
+lives in is not read at all: the problem statement quotes the test. Every synthetic file
+fits one observation, so synthetic demonstrations read whole files as before.
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ import re
 from pathlib import Path
 
 from codeloop.agent.model_tests import MODEL_TEST_PATH
+from codeloop.agent.lines import numbered
+from codeloop.config import AgentConfig
 from codeloop.data.repos.diffs import apply_file_diff, hunks, split_files
 from codeloop.data.repos.store import snapshot_path
 from codeloop.schema import Task
@@ -43,6 +53,10 @@ from codeloop.schema import Task
 SLIP_NAMES = tuple(f"{v}_{n}" for v in ("scale", "shift", "count", "mix", "step", "trim")
                    for n in ("price", "item", "level", "total", "value", "rate"))
 _IDENT = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
+# The observation budget an expert fits its reads to when its caller names none.
+BUDGET = AgentConfig.model_fields["observation_chars"].default
+WINDOW_ABOVE = 30  # most lines above an edit a ranged read climbs to find its def
+WINDOW_BELOW = 5  # lines a ranged read shows below an edit's old text
 
 
 def _buggy_text(task: Task, repos_dir: str | Path, path: str) -> str:
@@ -85,6 +99,49 @@ def _pattern(function: str, lines: list[str]) -> str:
     removed = next((x[1:].strip() for x in lines if x.startswith("-") and not x.startswith("---")
                     and x[1:].strip()), "")
     return re.escape(removed[:60]) if removed else "def "
+
+
+def _fits(text: str, budget: int) -> bool:
+    """Whether read_file shows the whole of ``text`` in one observation of ``budget`` chars."""
+    lines = text.splitlines()
+    return len("\n".join(numbered(lines, 1, len(lines)))) <= budget
+
+
+def _enclosing_def(text: str, line: int) -> int:
+    """The first line of the innermost def or class holding 1-based ``line`` (its
+    decorators aside), or 0 when none does or ``text`` is not Python that parses."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return 0
+    kinds = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+    spans = [n.lineno for n in ast.walk(tree) if isinstance(n, kinds)
+             and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    return max(spans, default=0)
+
+
+def _window(text: str, old: str, budget: int) -> tuple[int, int]:
+    """(start, end), 1-based and inclusive: the lines of ``text`` a ranged read shows before
+    an edit of ``old`` (which occurs once): old's own lines, grown one line at a time, below
+    up to WINDOW_BELOW lines and above up to the enclosing def (at most WINDOW_ABOVE lines
+    up), while the numbered lines fit ``budget``."""
+    lines = text.splitlines()
+    lo = text[: text.index(old)].count("\n")  # 0-based first line of old
+    hi = lo + old.count("\n") + 1  # exclusive
+    def_line = _enclosing_def(text, lo + 1)
+    top = def_line - 1 if 0 < lo + 1 - def_line <= WINDOW_ABOVE else max(lo - WINDOW_BELOW, 0)
+    bottom = min(hi + WINDOW_BELOW, len(lines))
+
+    def fits(a: int, b: int) -> bool:
+        return len("\n".join(numbered(lines, a + 1, b))) <= budget
+
+    while True:
+        down = hi < bottom and fits(lo, hi + 1)
+        hi += down
+        up = lo > top and fits(lo - 1, hi)
+        lo -= up
+        if not (down or up):
+            return lo + 1, hi
 
 
 def _module_of(node_id: str, task: Task) -> str:
@@ -178,29 +235,53 @@ def _tdd_opening(task: Task, repos_dir: str | Path | None) -> list[dict]:
             {"tool": "run_tests", "args": {"selection": ids}}]
 
 
+def _long(task: Task, repos_dir: str | Path | None, path: str, budget: int) -> bool:
+    """Whether ``path`` is too long to read whole (unknown without the snapshot: no)."""
+    if repos_dir is None:
+        return False
+    try:
+        return not _fits(_tested_text(task, repos_dir, path), budget)
+    except OSError:  # a file the statement names but the tree lacks: read_file says so
+        return False
+
+
 def expert_calls(
-    task: Task, repos_dir: str | Path | None = None, slip: bool = False, tdd: bool = False
+    task: Task,
+    repos_dir: str | Path | None = None,
+    slip: bool = False,
+    tdd: bool = False,
+    budget: int = BUDGET,
 ) -> list[dict]:
     """Tool calls ``{"tool": ..., "args": {...}}`` that solve ``task`` with its reference patch.
 
     With ``repos_dir`` the edits are the smallest unique ones (the base file is read from
-    the snapshot); without it each edit replaces a whole hunk of the patch. ``slip``: the
-    first edit is preceded by a wrong one; ``tdd``: it opens by writing and running its
-    own test file (module docstring)."""
+    the snapshot) and a file longer than one observation of ``budget`` chars is searched
+    and read by line range; without it each edit replaces a whole hunk of the patch and
+    every file is read whole. ``slip``: the first edit is preceded by a wrong one; ``tdd``:
+    it opens by writing and running its own test file (module docstring)."""
     files = split_files(task.patch)
     if not files:
         raise ValueError(f"task {task.task_id}: reference patch names no file")
     symptom = _module_of(task.fail_to_pass[0] if task.fail_to_pass else "", task)
     calls = _tdd_opening(task, repos_dir) if tdd else [{"tool": "run_tests", "args": {}}]
-    calls.append({"tool": "read_file", "args": {"path": symptom}})
+    if not _long(task, repos_dir, symptom, budget):
+        calls.append({"tool": "read_file", "args": {"path": symptom}})
     function = task.metadata.get("mutation", {}).get("function", "").rsplit(".", 1)[-1]
     for path, lines in files.items():
-        if path != symptom:
-            calls.append({"tool": "search", "args": {"pattern": _pattern(function, lines)}})
-            calls.append({"tool": "read_file", "args": {"path": path}})
         base = _buggy_text(task, repos_dir, path) if repos_dir is not None else None
+        ranged = base is not None and not _fits(base, budget)
+        if path != symptom or ranged:
+            calls.append({"tool": "search", "args": {"pattern": _pattern(function, lines)}})
+        if path != symptom and not ranged:
+            calls.append({"tool": "read_file", "args": {"path": path}})
+        text = base  # the file as the edits so far left it: where the next read looks
         for hunk in hunks(lines):
             old, new = _edit_strings(hunk, base)
+            if ranged:
+                start, end = _window(text, old, budget)
+                calls.append({"tool": "read_file", "args": {"path": path, "start": start,
+                                                            "end": end}})
+                text = text.replace(old, new, 1)
             edit = {"tool": "edit", "args": {"path": path, "old": old, "new": new}}
             wrong = (
                 _slip(task, edit, base) if slip and not any(c.get("slip") for c in calls) else None
