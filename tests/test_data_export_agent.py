@@ -423,3 +423,61 @@ def test_tool_call_arguments_keep_only_their_own_keys_through_parquet(tmp_path):
     msgs = _load(tmp_path / "train.parquet")[0]["messages"]
     args = [m["tool_calls"][0]["function"]["arguments"] for m in msgs if m.get("tool_calls")]
     assert args == [{"path": "a.py"}, {"pattern": "x"}]
+
+
+@pytest.fixture(scope="module", params=["qwen2", "llama"])
+def chat(request):
+    from codeloop.policy.agent_format import ChatAgentFormat
+    from codeloop.policy.tiny import build_tokenizer
+
+    return ChatAgentFormat(build_tokenizer(request.param))
+
+
+def _played(chat, task: Task, turns: list[tuple[Action, str]]) -> str:
+    """The text of an episode as a chat agent's rollout builds its ids, piece by piece."""
+    ids = chat.encode(chat.prompt(task))
+    for a, then in turns:
+        if a.action_type == "explain":
+            ids += chat.explanation_ids(task, a.content) + chat.next_call_ids(task)
+            continue
+        ids += chat.call_ids(task, {"tool": a.tool, "args": json.loads(a.args)})
+        if then == "observe":
+            ids += chat.observation_ids(task, a.observation)
+        elif then == "explain":
+            ids += chat.explain_observation_ids(task, a.observation)
+    return chat.tok.decode(ids)
+
+
+def test_agent_messages_render_to_what_a_chat_model_read_and_wrote(chat):
+    task = _repo_task()
+    played = [
+        (_call(0, "run_tests"), "observe"),
+        (_call(1, "read_file", '{"path": "a.py"}'), "observe"),
+        (_call(2, "submit"), ""),
+    ]
+    msgs = episode_messages(task, [a for a, _ in played])
+    whole = chat.tok.apply_chat_template(msgs, tools=TOOL_SCHEMAS, tokenize=False)
+    text = _played(chat, task, played)
+    assert whole.startswith(text) and not whole[len(text) :].strip()
+
+
+def test_a_rubber_duck_explanation_renders_between_its_asks(chat):
+    task = _repo_task()
+    played = [
+        (_call(0, "run_tests"), "explain"),
+        (Action(1, "explain", "add() subtracts."), ""),
+        (_call(2, "submit"), ""),
+    ]
+    msgs = episode_messages(task, [a for a, _ in played], "rubber_duck")
+    whole = chat.tok.apply_chat_template(msgs, tools=TOOL_SCHEMAS, tokenize=False)
+    text = _played(chat, task, played)
+    assert whole.startswith(text) and not whole[len(text) :].strip()
+
+
+def test_a_tdd_episodes_messages_open_with_the_tests_first_prompt(chat):
+    task = _repo_task()
+    msgs = episode_messages(task, [], "tdd")
+    text = chat.tok.apply_chat_template(
+        msgs, tools=TOOL_SCHEMAS, tokenize=False, add_generation_prompt=True
+    )
+    assert text == chat.tdd_prompt(task)
