@@ -266,6 +266,13 @@ def test_a_dpo_export_of_function_and_agent_episodes_at_once_is_refused(repro, t
 
 
 @pytest.mark.slow
+def test_the_function_dpo_export_of_a_mixed_repro_keeps_the_text_layout(repro, trajs, tmp_path):
+    ds = _load(_export(repro, tmp_path, "dpo", "--kind", "function"))
+    agent_keys = {t.prompt_key for t in trajs if is_agent_episode(t)}
+    assert all(isinstance(r["prompt"], str) and r["prompt_key"] not in agent_keys for r in ds)
+
+
+@pytest.mark.slow
 def test_grpo_agent_rows_carry_final_diffs_and_the_judge_spec(repro, trajs, tasks, tmp_path):
     ds = _load(_export(repro, tmp_path, "grpo"))
     row = next(r for r in ds if r["kind"] == "repo")

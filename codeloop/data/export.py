@@ -119,11 +119,11 @@ def _task(t: Trajectory, tasks: dict[str, Task] | None) -> Task:
 
 
 def _messages(t: Trajectory, tasks: dict[str, Task] | None) -> list[dict]:
+    """Agent episode t as chat messages; a bad action is a ValueError naming the row."""
+    task = _task(t, tasks)
     try:
-        return episode_messages(_task(t, tasks), model_turns(t), t.metadata.episode_mode)
+        return episode_messages(task, model_turns(t), t.metadata.episode_mode)
     except ValueError as exc:
-        if str(exc).startswith("trajectory "):
-            raise
         raise ValueError(f"trajectory {t.trajectory_id}: {exc}") from None
 
 
