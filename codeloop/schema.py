@@ -29,6 +29,10 @@ TERMINAL_REASONS = (
 )
 
 ACTION_TYPES = ("generate", "revise", "run_tests", "tool", "explain", "write_tests")
+# Actions whose content the model generated: one run of loss_mask 1 each in the token layout
+# (codeloop.rollout.loop), but for a task whose prompt left no room to answer.
+MODEL_ACTIONS = ("generate", "revise", "tool", "explain", "write_tests")
+PROMPT_TOO_LONG = "prompt_too_long"  # observation status of a task whose prompt overflows
 TASK_KINDS = ("function", "repo")
 # The agent's action space; a call naming anything else is an error observation.
 TOOLS = ("list_files", "read_file", "search", "edit", "write_file", "run_tests", "bash", "submit")
@@ -228,3 +232,39 @@ class Trajectory:
             kw[name] = list(row.get(name) or [])
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in kw.items() if k in names and v is not None})
+
+
+def is_agent_episode(t: Trajectory) -> bool:
+    """An episode of a repository task (tool calls in a workspace), told by what the row
+    holds: a tool action, a final diff, or the agent prompt template that sampled it."""
+    return (
+        bool(t.final_diff)
+        or any(a.action_type == "tool" for a in t.actions)
+        or t.metadata.prompt_template_version.startswith("agent")
+    )
+
+
+def episode_kind(t: Trajectory) -> str:
+    """The kind (TASK_KINDS) of the task an episode played: "repo" for agent episodes."""
+    return "repo" if is_agent_episode(t) else "function"
+
+
+def model_turns(t: Trajectory) -> list[Action]:
+    """The actions the model generated, in order (none for a prompt that overflowed)."""
+    return [
+        a
+        for a in t.actions
+        if a.action_type in MODEL_ACTIONS and a.observation.status != PROMPT_TOO_LONG
+    ]
+
+
+def resolved_episode(t: Trajectory) -> bool:
+    """A repository episode the trusted judge resolved (the repo rewards' ``resolved``
+    component), not zeroed as a hack (``hack_zeroed``), not an infra failure."""
+    c = t.reward_components
+    return not t.infra_error and c.get("resolved", 0) >= 1 and not c.get("hack_zeroed", 0)
+
+
+def passing(t: Trajectory) -> bool:
+    """An episode that succeeded: every visible test passed (function) or resolved (repo)."""
+    return (not t.infra_error and t.terminal_reason == "all_tests_passed") or resolved_episode(t)

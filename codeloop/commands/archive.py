@@ -4,7 +4,9 @@
 the train stage reads for replay / RFT, its dvc dep); the nightly flow writes it itself.
 
 Prints one JSON line per episode (trajectory_id, task_id, iteration, reward_fn_version,
-reward, terminal_reason, final_code), or with ``--count`` only how many matched.
+reward, terminal_reason, kind, final_code, and final_diff: an agent episode's answer), or
+with ``--count`` only how many matched. ``--passing`` matches function episodes that passed
+every visible test and agent episodes the judge resolved.
 Exit status: 0 answered (also when nothing matched); 2 no archive at the path.
 """
 
@@ -23,7 +25,11 @@ def add_arguments(p) -> None:
     q.add_argument("--task-id", help="only this task")
     q.add_argument("--since", type=int, help="only iterations >= this")
     q.add_argument("--reward-version", help="only rows scored under this reward version")
-    q.add_argument("--passing", action="store_true", help="only episodes that passed all tests")
+    q.add_argument(
+        "--passing",
+        action="store_true",
+        help="only passing episodes (all visible tests; agent: resolved)",
+    )
     q.add_argument("--count", action="store_true", help="print the number of matches only")
     s = sub.add_parser("snapshot", help="write history/archive_manifest.json for the train stage")
     s.add_argument("--root", default=".", help="workspace root")
@@ -47,6 +53,7 @@ def run(args) -> int:
     if args.archive_command == "snapshot":
         return _snapshot(args)
     from codeloop.data.archive import query
+    from codeloop.schema import episode_kind
 
     try:
         rows = query(args.archive, args.task_id, args.since, args.reward_version, args.passing)
@@ -64,7 +71,9 @@ def run(args) -> int:
             "reward_fn_version": t.metadata.reward_fn_version,
             "reward": t.reward,
             "terminal_reason": t.terminal_reason,
+            "kind": episode_kind(t),
             "final_code": t.final_code,
+            "final_diff": t.final_diff,
         }
         print(json.dumps(out, sort_keys=True))
     return 0

@@ -44,6 +44,7 @@ import pyarrow.parquet as pq
 from codeloop.config import RetentionConfig
 from codeloop.io import TRAJECTORY_SCHEMA
 from codeloop.schema import Trajectory
+from codeloop.schema import passing as passed
 
 PARTITIONS = ("iteration", "reward_fn_version")
 # Files carry the trajectory schema minus the partition columns (hive restores them).
@@ -197,7 +198,8 @@ def query(
     reward_version: str | None = None,
     passing: bool = False,
 ) -> list[Trajectory]:
-    """Archived episodes by task, first iteration, reward version and passing (all tests)."""
+    """Archived episodes by task, first iteration, reward version and passing
+    (``schema.passing``: every visible test passed, or an agent episode resolved)."""
     filters = []
     if task_id is not None:
         filters.append(("task_id", "=", task_id))
@@ -205,9 +207,14 @@ def query(
         filters.append(("iteration", ">=", since))
     if reward_version is not None:
         filters.append(("reward_fn_version", "=", reward_version))
-    if passing:
-        filters.append(("terminal_reason", "=", "all_tests_passed"))
-    return _trajectories(read_table(archive, filters or None))
+    if not passing:
+        return _trajectories(read_table(archive, filters or None))
+    # Passing is all visible tests passed (function) or resolved by the judge (agent, a
+    # reward component inside a JSON string): the filter reads those candidates only (an
+    # OR of the two), passed() decides.
+    either = [[*filters, ("terminal_reason", "=", "all_tests_passed")]]
+    either.append([*filters, ("final_diff", "!=", "")])
+    return [t for t in _trajectories(read_table(archive, either)) if passed(t)]
 
 
 def _trajectories(table: pa.Table) -> list[Trajectory]:

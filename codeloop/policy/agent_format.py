@@ -49,7 +49,7 @@ from typing import Any
 from codeloop.agent.model_tests import MODEL_TEST_PATH
 from codeloop.policy import prompts as P
 from codeloop.policy.formats import ChatFormat, CompactFormat
-from codeloop.schema import TOOLS, Observation, Task, by_kind
+from codeloop.schema import TOOLS, Action, Observation, Task, by_kind
 
 AGENT_COMPACT_VERSION = "agent-v1"
 AGENT_CHAT_VERSION = "agent-chat-v1"
@@ -146,8 +146,11 @@ _PROPS = {s["function"]["name"]: s["function"]["parameters"]["properties"] for s
 assert tuple(_PROPS) == TOOLS, "TOOL_SCHEMAS must cover schema.TOOLS in order"
 
 
-# rubber_duck: what the model is asked after a failing run_tests.
+# rubber_duck: what the model is asked after a failing run_tests; a chat model is also told
+# to write prose (CHAT_PROSE_ONLY) and, after its explanation, to call a tool again.
 EXPLAIN_FAILURE = "Explain why the failing tests fail and which line is wrong:"
+CHAT_PROSE_ONLY = "Prose only, no tool call."
+CHAT_NEXT_CALL = "Now make your next tool call."
 # tdd: the ask for a test file first.
 TDD_ASK = (f"First write a test ({MODEL_TEST_PATH}, write_file) that fails now and passes once"
            " the bug is fixed, then fix the code and submit.")
@@ -370,14 +373,67 @@ class ChatAgentFormat(ChatFormat):
         return self.tool_result_ids(task, observation_text(obs), stopped=stopped)
 
     def explain_observation_ids(self, task: Task, obs: Observation) -> list[int]:
-        text = f"{observation_text(obs)}\n\n{EXPLAIN_FAILURE} Prose only, no tool call."
+        text = f"{observation_text(obs)}\n\n{EXPLAIN_FAILURE} {CHAT_PROSE_ONLY}"
         return self.tool_result_ids(task, text, stopped=True)
 
     def next_call_ids(self, task: Task, stopped: bool = True) -> list[int]:
-        return self._user_turn(task, "Now make your next tool call.", stopped)
+        return self._user_turn(task, CHAT_NEXT_CALL, stopped)
 
     def parse(self, text: str) -> dict:
         return parse_chat(text)
+
+
+def call_message(a: Action) -> dict:
+    """The assistant message of one tool turn: a ``tool_calls`` entry (arguments as an
+    object, as chat templates take them) when the call parsed, else the model's raw text."""
+    if not a.tool:
+        return {"role": "assistant", "content": a.raw or a.content}
+    try:
+        args = json.loads(a.args or "{}")
+    except json.JSONDecodeError as exc:
+        msg = f"action {a.step}: field args is not JSON ({exc}): {a.args[:60]!r}"
+        raise ValueError(msg) from None
+    if not isinstance(args, dict):
+        raise ValueError(f"action {a.step}: field args is not a JSON object: {a.args[:60]!r}")
+    fn = {"name": a.tool, "arguments": args}
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"type": "function", "function": fn}],
+    }
+
+
+def episode_messages(task: Task, turns: list[Action], mode: str = "") -> list[dict]:
+    """An agent episode as the chat messages ``ChatAgentFormat`` shows and reads: the system
+    prompt and the task (with the tdd ask in mode "tdd"), then each model turn (a tool call,
+    or a rubber_duck explanation) and between two turns what the model read: the tool's
+    observation (with the explain ask before an explanation), the next-call ask after one.
+    ``turns`` are the model's actions (``schema.model_turns``); the observation after the
+    last turn is left out: the episode ended, the model never read it."""
+    user = task.prompt.strip() + (f"\n\n{TDD_ASK}" if mode == "tdd" else "")
+    msgs: list[dict] = [
+        {"role": "system", "content": AGENT_SYSTEM},
+        {"role": "user", "content": user},
+    ]
+    for k, a in enumerate(turns):
+        last = k == len(turns) - 1
+        if a.action_type == "explain":
+            msgs.append({"role": "assistant", "content": a.content})
+            msgs += [] if last else [{"role": "user", "content": CHAT_NEXT_CALL}]
+            continue
+        if a.action_type != "tool":
+            raise ValueError(
+                f"action {a.step}: field action_type {a.action_type!r} in an agent "
+                "episode; allowed: tool, explain"
+            )
+        msgs.append(call_message(a))
+        if last:
+            continue
+        text = observation_text(a.observation)
+        if turns[k + 1].action_type == "explain":
+            text = f"{text}\n\n{EXPLAIN_FAILURE} {CHAT_PROSE_ONLY}"
+        msgs.append({"role": "tool", "name": a.tool, "content": text})
+    return msgs
 
 
 def agent_format_for(tokenizer):

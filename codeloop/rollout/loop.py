@@ -38,12 +38,17 @@ from codeloop.policy.engine import SamplingSpec, episode_seed, is_engine
 from codeloop.rollout.context import EpisodeContext
 from codeloop.sandbox.base import SandboxError
 from codeloop.sandbox.faults import isolate_faults
-from codeloop.schema import Action, Observation, Task, Trajectory, TrajectoryMetadata
+from codeloop.schema import (
+    PROMPT_TOO_LONG,
+    Action,
+    Observation,
+    Task,
+    Trajectory,
+    TrajectoryMetadata,
+)
 
 if TYPE_CHECKING:
     from codeloop.policy.model import Policy
-
-PROMPT_TOO_LONG = "prompt_too_long"  # observation status of a task whose prompt overflows
 
 
 @dataclass

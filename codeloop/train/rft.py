@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from codeloop.schema import Trajectory
+from codeloop.schema import Trajectory, passing, resolved_episode
 
 
 def last_generation(t: Trajectory) -> tuple[int, int] | None:
@@ -32,17 +32,6 @@ def last_generation(t: Trajectory) -> tuple[int, int] | None:
         elif not t.loss_mask[i] and end is not None:
             return i + 1, end
     return (1, end) if end is not None else None
-
-
-def resolved_episode(t: Trajectory) -> bool:
-    """A repository episode the trusted judge resolved (reward v3), not flagged as a hack."""
-    c = t.reward_components
-    return not t.infra_error and c.get("resolved", 0) >= 1 and not c.get("hack_zeroed", 0)
-
-
-def passing(t: Trajectory) -> bool:
-    """An episode RFT learns from: every visible test passed (function) or resolved (repo)."""
-    return (not t.infra_error and t.terminal_reason == "all_tests_passed") or resolved_episode(t)
 
 
 def rft_examples(trajs: list[Trajectory], max_len: int) -> list[tuple[list[int], list[int]]]:
