@@ -85,6 +85,13 @@ def test_with_one_sample_five_tasks_must_flip_before_a_drop_can_be_called():
     assert compare(base, base, 0.05).mdd == pytest.approx(5 / 90)
 
 
+def test_samples_that_always_agree_count_as_one_in_the_minimum_detectable_drop():
+    agreeing = {f"t{i}": [2 * (i % 2), 2] for i in range(90)}
+    assert compare(agreeing, agreeing, 0.05).mdd == pytest.approx(5 / 90)
+    one_split = {**agreeing, "t0": [1, 2]}
+    assert compare(one_split, one_split, 0.05).mdd == pytest.approx(5 / 180)
+
+
 def test_a_clearly_worse_candidate_is_refused():
     d = _gate(PROMOTED, _flip(PROMOTED, 15, 1))
     assert not d.promote

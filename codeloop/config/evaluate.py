@@ -13,9 +13,10 @@ from codeloop.config.section import Section
 
 class EvaluateConfig(Section):
     samples_per_task: int = Field(
-        2, ge=1, le=200,
-        description="n per frozen task for pass@k; also what the gate's paired test can see "
-        "(with one sample a set needs ceil(log2(1/gate_alpha)) flipped tasks to call a drop).",
+        1, ge=1, le=200,
+        description="n per frozen task for pass@k. Samples that agree (near-greedy "
+        "temperatures) add nothing to the gate's paired test: a set then needs "
+        "ceil(log2(1/gate_alpha)) whole flipped tasks to call a drop.",
     )
     temperature: float = Field(0.2, gt=0, le=5, description="Sampling temperature at eval.")
     max_new_tokens: int = Field(128, ge=1, le=8192, description="Tokens per generation.")

@@ -16,7 +16,9 @@ Carlo draw stands in (said in ``method``).
 
 The minimum detectable drop (MDD) is what the set could have caught: the larger of the
 normal power bound (z_{1−α} + z_{power}) · SE of the paired differences and the exact
-test's floor — with one sample per task, ⌈log2(1/α)⌉ tasks must all flip for p < α.
+test's floor — with one sample per task, ⌈log2(1/α)⌉ tasks must all flip for p < α. When
+every task's samples agree (near-greedy evaluation), more samples do not make a task's rate
+move more finely, and the floor counts whole tasks.
 """
 
 from __future__ import annotations
@@ -79,7 +81,17 @@ def compare(
     grid = reduce(math.lcm, {n for pair in pairs for _, n in pair}, 1)
     p, method = sign_flip_p(diffs, grid)
     k = max(n for pair in pairs for _, n in pair)
-    return PairedResult(m, k, delta, se, p, min_detectable_drop(se, m, k, alpha), method)
+    return PairedResult(m, k, delta, se, p, min_detectable_drop(se, m, _resolution(pairs), alpha),
+                        method)
+
+
+def _resolution(pairs: list[tuple[tuple[int, int], ...]]) -> int:
+    """How finely a task's rate can move: its sample count, unless every task's samples
+    agree (all passed or all failed, as near-greedy evaluation makes them), in which case a
+    task moves by whole flips only and its samples are worth one."""
+    if all(passed in (0, n) for pair in pairs for passed, n in pair):
+        return 1
+    return max(n for pair in pairs for _, n in pair)
 
 
 def sign_flip_p(diffs: list[float], grid: int) -> tuple[float, str]:
