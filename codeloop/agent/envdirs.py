@@ -63,6 +63,16 @@ def _compile(tree: str) -> None:
         raise RuntimeError(f"compileall of {tree} failed: {proc.stderr.strip()[-500:]}")
 
 
+def finish_tree(tree: str) -> None:
+    """Byte-compile ``tree`` for the sandbox's interpreter and make it readable by the
+    sandbox's leased uid (dirs 0755, files 0644): what every env dir gets before use."""
+    _compile(tree)
+    for top, _dirs, names in os.walk(tree):
+        os.chmod(top, 0o755)
+        for n in names:
+            os.chmod(os.path.join(top, n), 0o644)
+
+
 def build_env(envs_root: str, name: str, files: list[tuple[str, Path]]) -> str:
     """Make (or reuse) ``envs_root/<name>-<hash of files>/`` holding ``files``; its path."""
     h = hashlib.sha256()
@@ -77,11 +87,7 @@ def build_env(envs_root: str, name: str, files: list[tuple[str, Path]]) -> str:
         target = os.path.join(tmp, rel)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         shutil.copyfile(src, target)
-    _compile(tmp)
-    for top, _dirs, names in os.walk(tmp):  # readable by the sandbox's leased uid
-        os.chmod(top, 0o755)
-        for n in names:
-            os.chmod(os.path.join(top, n), 0o644)
+    finish_tree(tmp)
     try:
         os.rename(tmp, dest)
     except OSError:  # built concurrently by another process: theirs is the same content

@@ -116,6 +116,9 @@ class WorkspaceRoot:
         if self.envs_root and not os.path.isdir(self.envs_root):
             raise SandboxError(f"envs root {self.envs_root} is not a directory")
         self.owner = owner
+        # env dirs baked into the sandbox's image (host path -> path inside): these are
+        # read from the image, not from the /envs volume (codeloop.sandbox.env_images)
+        self.baked: dict[str, str] = {}
         self.quota_bytes, self.quota_problem = quota_bytes, ""
         self._mounts: set[str] = set()
         self._shared = False  # the root bound on itself as a shared mount
@@ -200,8 +203,11 @@ class WorkspaceRoot:
         return f"{WS_MOUNT}/{rel}", f"{WS_MOUNT}/{token}"
 
     def env_inside(self, host_dir: str) -> str:
-        """Where an env dir under ``envs_root`` appears in the sandbox."""
+        """Where an env dir under ``envs_root`` (or baked into the image) appears in the
+        sandbox."""
         real = os.path.realpath(host_dir)
+        if real in self.baked:
+            return self.baked[real]
         if not self.envs_root or not (real + "/").startswith(self.envs_root + "/"):
             raise SandboxError(f"env dir {host_dir} is not under the executor's envs root")
         return ENVS_MOUNT + real[len(self.envs_root) :]

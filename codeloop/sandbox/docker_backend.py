@@ -3,7 +3,9 @@
 One container per worker slot, started once (``--network none``, memory / pids / CPU
 limits, read-only root, tmpfs /tmp, uid 65534, all capabilities dropped,
 no-new-privileges, Docker's default seccomp profile, ``sandbox.ro_binds`` as read-only
-volumes) from the image ``scripts/build_sandbox_image.sh`` builds offline. The container's
+volumes) from the image ``scripts/build_sandbox_image.sh`` builds offline, or, for an
+executor of one environment (``env_dir``), from that environment's image built on it
+(codeloop.sandbox.env_images). The container's
 root is the image: no host path exists inside. The zygote adds the same lock-down as the
 local backend (our seccomp filter on top of Docker's, empty capability sets) and its
 start-up probe must meet ``sandbox.require`` like every backend's.
@@ -95,6 +97,7 @@ class DockerZygote:
         start_timeout: float = 60.0,
         binds=(),
         receive: bool = False,
+        image: str = IMAGE,
     ) -> None:
         # receive: writable volumes get the host's later mounts below them (rslave; needs a
         # shared or slave source mount: a quota'd WorkspaceRoot's)
@@ -104,7 +107,7 @@ class DockerZygote:
                            cgroup={"watch": True})
         try:
             self.container = client.containers.create(
-                IMAGE,
+                image,
                 command=["/usr/bin/python3", "-I", "-S", "-c", ZYGOTE_SRC, json.dumps(opts)],
                 stdin_open=True, network_mode="none", read_only=True, user=f"{CONTAINER_UID}:{CONTAINER_UID}",
                 tmpfs={"/tmp": "size=256m,mode=1777"}, mem_limit=f"{cfg.memory_mb + 256}m",
@@ -121,7 +124,7 @@ class DockerZygote:
             self.raw: socket.socket = getattr(self.sock, "_sock", self.sock)
             self.container.start()
         except Exception as exc:  # noqa: BLE001
-            raise SandboxError(f"cannot start sandbox container from {IMAGE}: {exc}") from exc
+            raise SandboxError(f"cannot start sandbox container from {image}: {exc}") from exc
         self.buf, self.err = b"", b""
         self.info = self._recv(start_timeout)
 
@@ -206,11 +209,18 @@ class DockerExecutor(PoolExecutor):
         ws_parent: str | None = None,
         warm: bool = False,
         workspace_bytes: int | None = None,
+        env_dir: str | None = None,
     ) -> None:
         self.client = docker_client()
         problem = engine_problem()
         if problem:
             raise SandboxError(problem)
+        # env_dir: every container runs from that environment's own image (env_images)
+        self.image = IMAGE
+        if env_dir:
+            from codeloop.sandbox.env_images import env_image
+
+            self.image = env_image(self.client, env_dir, IMAGE)
         # workspaces: a rw volume at /ws; the container's uid cannot take files over, so the
         # host hands each workspace to it before a command (WorkspaceRoot.hand_over)
         self.workspaces = None
@@ -218,11 +228,16 @@ class DockerExecutor(PoolExecutor):
             self.workspaces = WorkspaceRoot(
                 envs_root, owner=CONTAINER_UID, parent=ws_parent, quota_bytes=workspace_bytes
             )
+            if env_dir:
+                from codeloop.sandbox.env_images import env_inside
+
+                self.workspaces.baked[os.path.realpath(env_dir)] = env_inside(env_dir)
         binds = self.workspaces.binds() if self.workspaces else []
         receive = bool(self.workspaces and self.workspaces.quota_enforced)
         super().__init__(
             cfg,
-            lambda slot: DockerZygote(self.client, cfg, slot, binds=binds, receive=receive),
+            lambda slot: DockerZygote(self.client, cfg, slot, binds=binds, receive=receive,
+                                      image=self.image),
             drop_uid=False,
             backend="docker",
         )
