@@ -19,31 +19,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from functools import lru_cache
 from pathlib import Path
 
-from codeloop.agent.envdirs import finish_tree
+# sandbox_python is asked through this module by mint and clean (one import for both)
+from codeloop.agent.envdirs import SPEC_FILE, finish_tree, sandbox_python  # noqa: F401
 from codeloop.data.repos.envspec import EnvSpec, normalize_name
-from codeloop.sandbox.pool import child_python
-
-SPEC_FILE = "spec.json"
-
 
 class EnvBuildError(RuntimeError):
     """An env dir cannot be built from its spec (the failing command's stderr tail inside)."""
-
-
-@lru_cache(maxsize=4)
-def sandbox_python(python: str = "") -> str:
-    """major.minor of the interpreter sandbox children run (``python``, default the
-    sandbox's: Debian's python3, the same release the docker image is debootstrapped with)."""
-    exe = python or child_python()
-    proc = subprocess.run([exe, "-I", "-S", "-c",
-                           "import sys; print('%d.%d' % sys.version_info[:2])"],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise EnvBuildError(f"cannot ask {exe} its version: {proc.stderr.strip()[-300:]}")
-    return proc.stdout.strip()
 
 
 def interpreter_problem(spec: EnvSpec, have: str) -> str:
