@@ -229,3 +229,40 @@ def test_the_docker_backend_runs_a_tasks_tests_in_its_envs_own_image(shop, tmp_p
     finally:
         ex.close()
         client.close()
+
+
+def test_one_docker_executor_runs_each_environment_s_tests_in_that_environment_s_image(
+        shop, tmp_path):
+    from codeloop.agent.envdirs import env_paths
+    from codeloop.agent.testrun import run_pytest
+    from codeloop.agent.workspace import copy_tree
+    from codeloop.config import SandboxConfig
+    from codeloop.sandbox import make_executor
+    from codeloop.sandbox.docker_backend import skip_without_docker_engine
+    from codeloop.sandbox.env_images import env_tag
+
+    skip_without_docker_engine()
+    out, res = shop
+    t = res.tasks[0]
+    envs = tmp_path / "envs"
+    shutil.copytree(out / "envs", envs)
+    cache = _wheels(tmp_path)  # helperlib 2.0 counts in tenths of a cent: test_total fails
+    make_wheel(cache, "helperlib", "2.0", {"helperlib.py": "def cents(x):\n    return x * 1000\n"})
+    other = EnvSpec(python=sandbox_python(), requirements=("helperlib==2.0",))
+    build_spec_env(other, envs, cache)
+    t2 = dataclasses.replace(t, environment=other.spec_hash())
+    ex = make_executor(SandboxConfig(backend="docker", workers=1, timeout_s=60),
+                       workspaces=True, envs_root=str(envs))
+    try:
+        reports = {}
+        for task in (t, t2):
+            ws = ex.workspaces.new_workspace()
+            copy_tree(str(out / "repos" / t.snapshot), ws)
+            reports[task.environment] = run_pytest(ex, ws, ["tests/test_price.py::test_total"],
+                                                   env_paths(task, str(envs)), 60)
+        assert ex.env_images() == {f"/opt/codeloop-env/{e}": env_tag(envs / e)
+                                   for e in (t.environment, other.spec_hash())}
+    finally:
+        ex.close()
+    assert reports[t.environment].outcomes == {"tests/test_price.py::test_total": "passed"}
+    assert reports[other.spec_hash()].outcomes == {"tests/test_price.py::test_total": "failed"}

@@ -5,7 +5,8 @@ limits, read-only root, tmpfs /tmp, uid 65534, all capabilities dropped,
 no-new-privileges, Docker's default seccomp profile, ``sandbox.ro_binds`` as read-only
 volumes) from the image ``scripts/build_sandbox_image.sh`` builds offline, or, for an
 executor of one environment (``env_dir``), from that environment's image built on it
-(codeloop.sandbox.env_images). The container's
+(codeloop.sandbox.env_images). A repository task's command runs in its environment's
+own image: each environment named by a command gets a pool of containers of that image. The container's
 root is the image: no host path exists inside. The zygote adds the same lock-down as the
 local backend (our seccomp filter on top of Docker's, empty capability sets) and its
 start-up probe must meet ``sandbox.require`` like every backend's.
@@ -34,6 +35,7 @@ import os
 import select
 import socket
 import struct
+import threading
 import time
 
 from codeloop.config import SandboxConfig
@@ -234,15 +236,52 @@ class DockerExecutor(PoolExecutor):
                 self.workspaces.baked[os.path.realpath(env_dir)] = env_inside(env_dir)
         binds = self.workspaces.binds() if self.workspaces else []
         receive = bool(self.workspaces and self.workspaces.quota_enforced)
-        super().__init__(
-            cfg,
-            lambda slot: DockerZygote(self.client, cfg, slot, binds=binds, receive=receive,
-                                      image=self.image),
-            drop_uid=False,
-            backend="docker",
-        )
+        self._spawn_in = lambda image: lambda slot: DockerZygote(
+            self.client, cfg, slot, binds=binds, receive=receive, image=image)
+        # every other environment (an env dir with a spec.json under the envs root) gets an
+        # image and a pool of containers of its own, on first use (env_pool)
+        self._env_pools: dict[str, PoolExecutor] = {}
+        self._env_tags: dict[str, str] = {}
+        self._env_lock = threading.Lock()
+        if self.workspaces is not None:
+            self.workspaces.bake = self._bake
+        super().__init__(cfg, self._spawn_in(self.image), drop_uid=False, backend="docker")
         self.start(all_slots=warm)
 
+    def _bake(self, real: str) -> str | None:
+        """The env dir's path in its own image (built once, with a pool of containers of
+        its own), or None for a dir that is no environment's (pytest's, our plugin's)."""
+        envs = self.workspaces.envs_root
+        if not envs or os.path.dirname(real) != envs or not os.path.isfile(
+                os.path.join(real, "spec.json")):
+            return None
+        from codeloop.sandbox.env_images import env_image, env_inside
+
+        inside = env_inside(real)
+        with self._env_lock:
+            if inside not in self._env_pools:
+                if self._closed:
+                    raise SandboxError("executor is closed")
+                tag = env_image(self.client, real, IMAGE)
+                self._env_tags[inside] = tag
+                self._env_pools[inside] = PoolExecutor(
+                    self.cfg, self._spawn_in(tag), drop_uid=False, backend="docker")
+            self.workspaces.baked[real] = inside
+        return inside
+
+    def env_pool(self, image_env: str) -> PoolExecutor:
+        """The pool whose containers run the environment an env dir path names (this
+        executor's own for its own image's env or an unknown one)."""
+        return self._env_pools.get(image_env, self)
+
+    def env_images(self) -> dict[str, str]:
+        """Env dir path inside -> image, of every environment given a pool of its own."""
+        return dict(self._env_tags)
+
     def close(self) -> None:
+        with self._env_lock:
+            pools, self._env_pools = list(self._env_pools.values()), {}
+        for pool in pools:
+            pool.close()
         super().close()
         self.client.close()

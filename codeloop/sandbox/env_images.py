@@ -5,9 +5,12 @@ two-line Dockerfile ``FROM`` the sandbox image (scripts/build_sandbox_image.sh),
 dir as the build context's only content, copied to ``/opt/codeloop-env/<name>``. The
 build is offline: the base is a local image (never pulled) and nothing is installed
 inside; the env dir was built on the host from the wheel cache. An existing tag is reused
-(an env dir's name is its content's hash, so the tag names one content). The docker
-executor started with ``env_dir`` runs every container from that image and puts the
-baked copy, not the read-only /envs volume, on the test command's path.
+(an env dir's name is its content's hash, so the tag names one content). A docker
+executor with workspaces gives each environment (an env dir with a spec.json under its
+envs root) such an image and a pool of containers of its own the first time a command's
+env paths name it: ``env_inside`` then answers the baked copy's path, the command job
+carries it (``CmdJob.image_env``) and runs on that pool. An executor started with
+``env_dir`` runs its own containers from that env's image.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ import tempfile
 from pathlib import Path
 
 from codeloop.sandbox.base import SandboxError
+from codeloop.sandbox.cmdjobs import IMAGE_ENVS as ENV_ROOT  # where an image holds its env
 
-ENV_ROOT = "/opt/codeloop-env"  # where an env image holds its env dir
 REPO = "codeloop-env"
 LABEL = "codeloop.env"
 
