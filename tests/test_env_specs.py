@@ -35,9 +35,15 @@ def _offline(monkeypatch):
 
 def _wheels(tmp: Path) -> Path:
     cache = tmp / "wheels"
-    make_wheel(cache, "helperlib", "1.0",
-               {"helperlib.py": "from tinyunits import HUNDRED\n\n\ndef cents(x):\n    return x * HUNDRED\n"},  # noqa: E501
-               ["tinyunits>=0.2"])
+    make_wheel(
+        cache,
+        "helperlib",
+        "1.0",
+        {
+            "helperlib.py": "from tinyunits import HUNDRED\n\n\ndef cents(x):\n    return x * HUNDRED\n"
+        },  # noqa: E501
+        ["tinyunits>=0.2"],
+    )
     make_wheel(cache, "tinyunits", "0.2", {"tinyunits.py": "HUNDRED = 100\n"})
     return cache
 
@@ -84,8 +90,11 @@ def test_a_half_made_env_dir_is_rebuilt_not_reused(tmp_path):
 def test_a_pin_missing_from_the_wheel_cache_fails_with_pips_error(tmp_path):
     cache = _wheels(tmp_path)
     spec = EnvSpec(python="3.11", requirements=("helperlib==9.9",))
-    with pytest.raises(EnvBuildError, match=r"helperlib==9\.9.*(No matching distribution|"
-                                            r"Could not find a version)"):
+    with pytest.raises(
+        EnvBuildError,
+        match=r"helperlib==9\.9.*(No matching distribution|"
+        r"Could not find a version)",
+    ):
         build_spec_env(spec, tmp_path / "envs", cache)
     assert not list((tmp_path / "envs").iterdir())  # nothing half-built is left behind
 
@@ -93,8 +102,11 @@ def test_a_pin_missing_from_the_wheel_cache_fails_with_pips_error(tmp_path):
 def test_mint_refuses_a_repository_that_needs_another_python(tmp_path):
     files = {**SHOP, "pyproject.toml": '[project]\nname = "shop"\nrequires-python = "<3.10"\n'}
     with pytest.raises(ValueError, match=f"needs python 3.9; sandbox has {sandbox_python()}"):
-        mint_repo(_write(tmp_path / "shop", files), tmp_path / "out",
-                  MintConfig(max_tasks=1, workers=1, wheel_cache=str(tmp_path / "w")))
+        mint_repo(
+            _write(tmp_path / "shop", files),
+            tmp_path / "out",
+            MintConfig(max_tasks=1, workers=1, wheel_cache=str(tmp_path / "w")),
+        )
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +116,11 @@ def shop(tmp_path_factory):
     old = {k: os.environ.get(k) for k in ("PIP_INDEX_URL", "PIP_RETRIES")}
     os.environ.update(PIP_INDEX_URL="http://127.0.0.1:9/simple", PIP_RETRIES="0")
     try:
-        res = mint_repo(_write(tmp / "shop", SHOP), tmp / "out",
-                        MintConfig(max_tasks=2, workers=2, wheel_cache=str(cache)))
+        res = mint_repo(
+            _write(tmp / "shop", SHOP),
+            tmp / "out",
+            MintConfig(max_tasks=2, workers=2, wheel_cache=str(cache)),
+        )
     finally:
         for k, v in old.items():
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
@@ -121,7 +136,9 @@ def test_a_minted_task_names_its_spec_by_hash_and_carries_it(shop):
     assert spec.requirements == ("helperlib==1.0", "tinyunits==0.2")
     assert read_json(out / "envs" / t.environment / "spec.json") == spec.to_dict()
     assert sorted(p.name for p in (out / "wheels").iterdir()) == [
-        "helperlib-1.0-py3-none-any.whl", "tinyunits-0.2-py3-none-any.whl"]
+        "helperlib-1.0-py3-none-any.whl",
+        "tinyunits-0.2-py3-none-any.whl",
+    ]
 
 
 def _load(task_dir: Path, tmp: Path):
@@ -179,12 +196,21 @@ def test_the_clean_stage_goes_on_past_a_task_whose_env_cannot_be_built(shop, tmp
     out, res = shop
     bad = EnvSpec(python=sandbox_python(), requirements=("helperlib==9.9",))
     broken = _with_spec(out, tmp_path / "broken", bad)
-    params = parse_params({
-        "clean": {"sources": [{"kind": "repo", "path": str(out)},
-                              {"kind": "repo", "path": str(broken)}], "frozen": [],
-                  "verify_runs": 0, "repo_verify_runs": 1, "repo_tasks": {"enabled": False}},
-        "sandbox": {"backend": "local", "timeout_s": 30},
-    })
+    params = parse_params(
+        {
+            "clean": {
+                "sources": [
+                    {"kind": "repo", "path": str(out)},
+                    {"kind": "repo", "path": str(broken)},
+                ],
+                "frozen": [],
+                "verify_runs": 0,
+                "repo_verify_runs": 1,
+                "repo_tasks": {"enabled": False},
+            },
+            "sandbox": {"backend": "local", "timeout_s": 30},
+        }
+    )
     report = curate(params, tmp_path / "clean")
     assert report["kept_repo"] == len(res.tasks) and report["quarantined"] >= len(res.tasks)
     lines = (tmp_path / "clean" / "quarantine.jsonl").read_text().splitlines()
@@ -211,19 +237,29 @@ def test_the_docker_backend_runs_a_tasks_tests_in_its_envs_own_image(shop, tmp_p
         client.images.remove(env_tag(own), force=True)
     except Exception:  # noqa: BLE001 - not there
         pass
-    ex = make_executor(SandboxConfig(backend="docker", workers=1, timeout_s=60),
-                       workspaces=True, envs_root=str(envs), env_dir=str(own))
+    ex = make_executor(
+        SandboxConfig(backend="docker", workers=1, timeout_s=60),
+        workspaces=True,
+        envs_root=str(envs),
+        env_dir=str(own),
+    )
     try:
         assert ex.image == env_tag(own) == f"codeloop-env:{t.environment[:16]}"
         assert client.images.get(ex.image).labels["codeloop.env"] == t.environment
         ws = ex.workspaces.new_workspace()
         copy_tree(str(out / "repos" / t.snapshot), ws)
         report = run_pytest(ex, ws, None, env_paths(t, str(envs)), 60)
-        assert report.collected_ok and report.outcomes and report.count("passed") == len(
-            report.outcomes), report.output_tail
+        assert (
+            report.collected_ok
+            and report.outcomes
+            and report.count("passed") == len(report.outcomes)
+        ), report.output_tail
         paths = [ex.workspaces.env_inside(p) for p in env_paths(t, str(envs))]
-        probe = CmdJob(argv=["/usr/bin/python3", "-c", "import helperlib; print(helperlib.__file__)"],
-                       cwd_host=ws, env={"PYTHONPATH": ":".join(paths)})
+        probe = CmdJob(
+            argv=["/usr/bin/python3", "-c", "import helperlib; print(helperlib.__file__)"],
+            cwd_host=ws,
+            env={"PYTHONPATH": ":".join(paths)},
+        )
         got = ex.run_commands([probe])[0]
         assert got.stdout.strip() == f"{ENV_ROOT}/{t.environment}/helperlib.py", got.stderr
     finally:
@@ -232,7 +268,8 @@ def test_the_docker_backend_runs_a_tasks_tests_in_its_envs_own_image(shop, tmp_p
 
 
 def test_one_docker_executor_runs_each_environment_s_tests_in_that_environment_s_image(
-        shop, tmp_path):
+    shop, tmp_path
+):
     from codeloop.agent.envdirs import env_paths
     from codeloop.agent.testrun import run_pytest
     from codeloop.agent.workspace import copy_tree
@@ -251,17 +288,22 @@ def test_one_docker_executor_runs_each_environment_s_tests_in_that_environment_s
     other = EnvSpec(python=sandbox_python(), requirements=("helperlib==2.0",))
     build_spec_env(other, envs, cache)
     t2 = dataclasses.replace(t, environment=other.spec_hash())
-    ex = make_executor(SandboxConfig(backend="docker", workers=1, timeout_s=60),
-                       workspaces=True, envs_root=str(envs))
+    ex = make_executor(
+        SandboxConfig(backend="docker", workers=1, timeout_s=60),
+        workspaces=True,
+        envs_root=str(envs),
+    )
     try:
         reports = {}
         for task in (t, t2):
             ws = ex.workspaces.new_workspace()
             copy_tree(str(out / "repos" / t.snapshot), ws)
-            reports[task.environment] = run_pytest(ex, ws, ["tests/test_price.py::test_total"],
-                                                   env_paths(task, str(envs)), 60)
-        assert ex.env_images() == {f"/opt/codeloop-env/{e}": env_tag(envs / e)
-                                   for e in (t.environment, other.spec_hash())}
+            reports[task.environment] = run_pytest(
+                ex, ws, ["tests/test_price.py::test_total"], env_paths(task, str(envs)), 60
+            )
+        assert ex.env_images() == {
+            f"/opt/codeloop-env/{e}": env_tag(envs / e) for e in (t.environment, other.spec_hash())
+        }
     finally:
         ex.close()
     assert reports[t.environment].outcomes == {"tests/test_price.py::test_total": "passed"}

@@ -32,7 +32,9 @@ def env_tag(env_dir: str | Path) -> str:
     """The image tag of an env dir: its name's first 16 hex digits (a spec hash), or of
     the name's sha256 for a dir named otherwise (a ``--deps`` dir)."""
     name = Path(env_dir).name
-    key = name if re.fullmatch(r"[0-9a-f]{16,}", name) else hashlib.sha256(name.encode()).hexdigest()
+    key = (
+        name if re.fullmatch(r"[0-9a-f]{16,}", name) else hashlib.sha256(name.encode()).hexdigest()
+    )
     return f"{REPO}:{key[:16]}"
 
 
@@ -55,11 +57,12 @@ def env_image(client, env_dir: str | Path, base: str) -> str:
     with tempfile.TemporaryDirectory(prefix="codeloop-envimg-") as ctx:
         shutil.copytree(env_dir, Path(ctx, "env"), symlinks=True)
         Path(ctx, "Dockerfile").write_text(
-            f"FROM {base}\nCOPY env {env_inside(env_dir)}\n"
-            f'LABEL {LABEL}="{env_dir.name}"\n')
+            f'FROM {base}\nCOPY env {env_inside(env_dir)}\nLABEL {LABEL}="{env_dir.name}"\n'
+        )
         try:
-            client.images.build(path=ctx, tag=tag, rm=True, forcerm=True, pull=False,
-                                network_mode="none")
+            client.images.build(
+                path=ctx, tag=tag, rm=True, forcerm=True, pull=False, network_mode="none"
+            )
         except Exception as exc:  # noqa: BLE001 - BuildError / APIError: say which env
             raise SandboxError(f"cannot build image {tag} for env {env_dir.name}: {exc}") from exc
     return tag

@@ -25,6 +25,7 @@ from pathlib import Path
 from codeloop.agent.envdirs import SPEC_FILE, finish_tree, sandbox_python  # noqa: F401
 from codeloop.data.repos.envspec import EnvSpec, normalize_name
 
+
 class EnvBuildError(RuntimeError):
     """An env dir cannot be built from its spec (the failing command's stderr tail inside)."""
 
@@ -79,7 +80,8 @@ def build_spec_env(spec: EnvSpec, envs_root: str | Path, wheels: str | Path) -> 
                 if proc.returncode != 0:
                     raise EnvBuildError(
                         f"{command.split()[0]} install of {' '.join(spec.requirements)} "
-                        f"failed: {proc.stderr.strip()[-800:]}")
+                        f"failed: {proc.stderr.strip()[-800:]}"
+                    )
         finish_tree(str(tmp))
         (tmp / SPEC_FILE).write_text(json.dumps(spec.to_dict(), indent=1, sort_keys=True) + "\n")
         os.chmod(tmp / SPEC_FILE, 0o644)

@@ -19,8 +19,10 @@ from dataclasses import asdict, dataclass
 # what builds an env dir from the spec: pip puts exactly the pinned wheels, no others
 # (--no-deps) and none from a registry (--no-index), into the dir; {wheels}, {target} and
 # {requirements} are filled in by the builder
-PIP_INSTALL = ("pip install --no-index --no-deps --no-compile --find-links {wheels} "
-               "--target {target} {requirements}")
+PIP_INSTALL = (
+    "pip install --no-index --no-deps --no-compile --find-links {wheels} "
+    "--target {target} {requirements}"
+)
 PYTEST = "python -m pytest -q -p no:cacheprovider"
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)$")
 
@@ -77,13 +79,17 @@ class EnvSpec:
         """The spec a ``to_dict`` gave (ValueError naming a missing or bad field)."""
         if not isinstance(d, dict) or "python" not in d:
             raise ValueError(f"env spec: not a spec (no python field): {d!r}"[:300])
-        return cls(python=str(d["python"]), requirements=tuple(d.get("requirements", ())),
-                   install=tuple(d.get("install", (PIP_INSTALL,))),
-                   test_command=str(d.get("test_command", PYTEST)))
+        return cls(
+            python=str(d["python"]),
+            requirements=tuple(d.get("requirements", ())),
+            install=tuple(d.get("install", (PIP_INSTALL,))),
+            test_command=str(d.get("test_command", PYTEST)),
+        )
 
 
-def python_needed(requires_python: str, have: str,
-                  candidates=tuple(f"3.{m}" for m in range(6, 15))) -> str:
+def python_needed(
+    requires_python: str, have: str, candidates=tuple(f"3.{m}" for m in range(6, 15))
+) -> str:
     """The interpreter version a package's ``requires-python`` asks for: ``have`` (the
     sandbox's) when it admits it, else the newest candidate it admits (else the oldest
     candidate: nothing known fits). Where packaging cannot parse it, ``have``."""
