@@ -308,3 +308,26 @@ def test_one_docker_executor_runs_each_environment_s_tests_in_that_environment_s
         ex.close()
     assert reports[t.environment].outcomes == {"tests/test_price.py::test_total": "passed"}
     assert reports[other.spec_hash()].outcomes == {"tests/test_price.py::test_total": "failed"}
+
+
+def test_docker_refuses_an_environment_whose_spec_names_another_python_than_its_image(
+    tmp_path,
+):
+    from codeloop.config import SandboxConfig
+    from codeloop.sandbox import SandboxError, make_executor
+    from codeloop.sandbox.docker_backend import skip_without_docker_engine
+
+    skip_without_docker_engine()
+    envs = tmp_path / "envs"
+    old = build_spec_env(EnvSpec(python="3.9"), envs, tmp_path / "wheels")  # nothing to install
+    ex = make_executor(
+        SandboxConfig(backend="docker", workers=1, timeout_s=30),
+        workspaces=True,
+        envs_root=str(envs),
+    )
+    try:
+        with pytest.raises(SandboxError, match=r"needs python 3\.9; its image has 3\.11"):
+            ex.workspaces.env_inside(str(old))
+        assert ex.env_images() == {}
+    finally:
+        ex.close()

@@ -200,6 +200,19 @@ class DockerZygote:
             pass
 
 
+def _interpreter_problem(env_dir: str, have: str) -> str:
+    """Why the env dir's spec (its spec.json) cannot run on an image's python ``have``."""
+    try:
+        with open(os.path.join(env_dir, "spec.json")) as f:
+            need = json.load(f).get("python", "")
+    except (OSError, ValueError, AttributeError):
+        return f"environment {os.path.basename(env_dir)[:16]}: unreadable spec.json"
+    if need and need != have:
+        return (f"environment {os.path.basename(env_dir)[:16]} needs python {need}; "
+                f"its image has {have or 'an unknown python'}")
+    return ""
+
+
 class DockerExecutor(PoolExecutor):
     """``backend: docker``: a warm pool of containers, one zygote each."""
 
@@ -263,9 +276,15 @@ class DockerExecutor(PoolExecutor):
                 if self._closed:
                     raise SandboxError("executor is closed")
                 tag = env_image(self.client, real, IMAGE)
+                pool = PoolExecutor(self.cfg, self._spawn_in(tag), drop_uid=False,
+                                    backend="docker")
+                pool.start()  # slot 0 now: its interpreter must be the one the spec names
+                problem = _interpreter_problem(real, pool._zygote(0).info.get("python", ""))
+                if problem:
+                    pool.close()
+                    raise SandboxError(problem)
                 self._env_tags[inside] = tag
-                self._env_pools[inside] = PoolExecutor(
-                    self.cfg, self._spawn_in(tag), drop_uid=False, backend="docker")
+                self._env_pools[inside] = pool
             self.workspaces.baked[real] = inside
         return inside
 

@@ -9,7 +9,8 @@ inside; the env dir was built on the host from the wheel cache. An existing tag 
 executor with workspaces gives each environment (an env dir with a spec.json under its
 envs root) such an image and a pool of containers of its own the first time a command's
 env paths name it: ``env_inside`` then answers the baked copy's path, the command job
-carries it (``CmdJob.image_env``) and runs on that pool. An executor started with
+carries it (``CmdJob.image_env``) and runs on that pool; a pool whose zygote reports
+another python than the spec names is refused. An executor started with
 ``env_dir`` runs its own containers from that env's image.
 """
 
