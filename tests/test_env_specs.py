@@ -331,3 +331,10 @@ def test_docker_refuses_an_environment_whose_spec_names_another_python_than_its_
         assert ex.env_images() == {}
     finally:
         ex.close()
+    with pytest.raises(SandboxError, match=r"needs python 3\.9; its image has 3\.11"):
+        make_executor(
+            SandboxConfig(backend="docker", workers=1, timeout_s=30),
+            workspaces=True,
+            envs_root=str(envs),
+            env_dir=str(old),
+        )

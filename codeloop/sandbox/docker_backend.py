@@ -201,10 +201,13 @@ class DockerZygote:
 
 
 def _interpreter_problem(env_dir: str, have: str) -> str:
-    """Why the env dir's spec (its spec.json) cannot run on an image's python ``have``."""
+    """Why the env dir's spec (its spec.json) cannot run on an image's python ``have``
+    ('' when it can, or when the dir has no spec: a ``--deps`` dir)."""
     try:
         with open(os.path.join(env_dir, "spec.json")) as f:
             need = json.load(f).get("python", "")
+    except FileNotFoundError:
+        return ""
     except (OSError, ValueError, AttributeError):
         return f"environment {os.path.basename(env_dir)[:16]}: unreadable spec.json"
     if need and need != have:
@@ -260,6 +263,11 @@ class DockerExecutor(PoolExecutor):
             self.workspaces.bake = self._bake
         super().__init__(cfg, self._spawn_in(self.image), drop_uid=False, backend="docker")
         self.start(all_slots=warm)
+        have = self._zygote(0).info.get("python", "")
+        problem = _interpreter_problem(env_dir, have) if env_dir else ""
+        if problem:
+            self.close()
+            raise SandboxError(problem)
 
     def _bake(self, real: str) -> str | None:
         """The env dir's path in its own image (built once, with a pool of containers of
