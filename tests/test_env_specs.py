@@ -158,6 +158,17 @@ def test_clean_rebuilds_a_missing_env_dir_offline_from_the_tasks_own_wheels(shop
     assert env_complete(env) and (env / "helperlib.py").is_file()
 
 
+def test_clean_copies_a_complete_minted_env_dir_without_rebuilding_it(shop, tmp_path):
+    out, res = shop
+    copy = tmp_path / "tasks"
+    shutil.copytree(out, copy)
+    shutil.rmtree(copy / "wheels")  # a rebuild would fail: the dir must be copied
+    got = _load(copy, tmp_path)
+    assert not got.quarantine_rows and len(got.tasks) == len(res.tasks)
+    env = tmp_path / "clean" / "envs" / res.tasks[0].environment
+    assert env_complete(env) and (env / "tinyunits.py").is_file()
+
+
 def _with_spec(out: Path, dest: Path, spec: EnvSpec) -> Path:
     """A copy of the task dir whose tasks name ``spec`` (and have no env dir built)."""
     shutil.copytree(out, dest)
