@@ -236,12 +236,13 @@ def _environment(root: Path, cfg: MintConfig, envs: Path, name: str, site: Path)
         record["name"] = name
         return dataclasses.replace(cfg, env_name=name), record
     have = sandbox_python()
+    python = python_needed(requires_python(root), have)
+    problem = interpreter_problem(EnvSpec(python=python), have)
+    if problem:  # before anything is resolved: pip would resolve for our interpreter
+        raise ValueError(f"mint: {name} {problem}")
     requirements = declared_requirements(root) if cfg.install_deps else []
     resolved = install_requirements(requirements, cfg.wheel_cache, site) if requirements else []
-    spec = EnvSpec(python=python_needed(requires_python(root), have), requirements=resolved)
-    problem = interpreter_problem(spec, have)
-    if problem:
-        raise ValueError(f"mint: {name} {problem}")
+    spec = EnvSpec(python=python, requirements=resolved)
     h = build_spec_env(spec, envs, cfg.wheel_cache).name
     record.update(name=h, requirements=requirements, resolved=list(spec.requirements),
                   spec=spec.to_dict(), **({"from": "pip"} if requirements else {}))
