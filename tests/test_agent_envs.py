@@ -41,3 +41,26 @@ def test_a_missing_task_env_dir_is_an_error_naming_it(tmp_path):
     task = Task(task_id="t9", source="s", prompt="p", kind="repo", environment="nope")
     with pytest.raises(FileNotFoundError, match="t9.*nope"):
         env_paths(task, str(tmp_path))
+
+
+def test_a_task_whose_env_was_built_for_another_python_gets_no_env_paths(tmp_path):
+    from codeloop.agent.envdirs import InterpreterMismatch, sandbox_python
+
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "spec.json").write_text('{"python": "3.9", "requirements": []}')
+    task = Task(task_id="t3", source="s", prompt="p", kind="repo", environment="old")
+    with pytest.raises(InterpreterMismatch, match=f"t3.*needs python 3.9; sandbox has {sandbox_python()}"):
+        env_paths(task, str(tmp_path))
+
+
+def test_an_executor_is_given_the_env_its_repository_tasks_all_share(tmp_path):
+    from codeloop.agent.executor import one_env
+
+    def repo(i, env):
+        return Task(task_id=f"r{i}", source="s", prompt="p", kind="repo", environment=env)
+
+    fn = Task(task_id="f", source="s", prompt="p")
+    assert one_env([repo(1, "e1"), repo(2, "e1"), fn], str(tmp_path)) == str(tmp_path / "e1")
+    assert one_env([repo(1, "e1"), repo(2, "e2")], str(tmp_path)) is None
+    assert one_env([repo(1, ""), repo(2, "e1")], str(tmp_path)) is None
+    assert one_env([fn], str(tmp_path)) is None

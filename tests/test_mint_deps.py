@@ -99,10 +99,34 @@ def test_declared_dependencies_are_read_from_every_packaging_file(tmp_path):
     ]
 
 
+def test_a_repository_s_test_extras_are_declared_dependencies_too(tmp_path):
+    _write(tmp_path, {
+        "pyproject.toml": '[project]\nname = "x"\ndependencies = ["attrs"]\n'
+                          '[project.optional-dependencies]\ntest = ["hypothesis"]\ndocs = ["sphinx"]\n',
+        "setup.cfg": "[options.extras_require]\ntesting =\n    toolz\n",
+        "setup.py": "from setuptools import setup\nsetup(name='x', extras_require={'tests': ['six']})\n",
+    })
+    assert declared_requirements(tmp_path) == ["attrs", "hypothesis", "toolz", "six"]
+
+
+@pytest.mark.parametrize("files", [
+    {"pyproject.toml": '[project]\nname = "x"\nrequires-python = ">=3.8,<3.10"\n'},
+    {"setup.cfg": "[options]\npython_requires = >=3.8,<3.10\n"},
+    {"setup.py": "from setuptools import setup\nsetup(name='x', python_requires='>=3.8,<3.10')\n"},
+])
+def test_the_python_a_repository_requires_is_read_from_its_packaging_file(tmp_path, files):
+    from codeloop.data.repos.envspec import python_needed
+    from codeloop.data.repos.repo_deps import requires_python
+
+    _write(tmp_path, files)
+    assert requires_python(tmp_path) == ">=3.8,<3.10"
+    assert python_needed(requires_python(tmp_path), "3.11") == "3.9"
+
+
 def test_the_env_holds_the_dependency_and_its_own_dependency(shop):
     tmp, res = shop
     env = res.tasks[0].environment
-    assert env.startswith("shop-deps-") and {t.environment for t in res.tasks} == {env}
+    assert len(env) == 64 and {t.environment for t in res.tasks} == {env}  # the spec's hash
     assert (tmp / "out" / "envs" / env / "helperlib.py").is_file()
     assert (tmp / "out" / "envs" / env / "tinyunits.py").is_file()
 

@@ -189,8 +189,44 @@ def test_a_repo_with_dependencies_mints_with_its_env_dir_and_clean_verifies_it(t
     assert (tmp_path / "clean" / "envs" / env / "helperlib.py").is_file()
 
 
-def test_a_package_without_dependencies_gets_no_env_dir(minted):
+def test_a_package_without_dependencies_gets_an_env_of_its_interpreter_alone(minted):
+    from codeloop.data.repos.envbuild import env_complete, sandbox_python
+    from codeloop.data.repos.envspec import EnvSpec
+
     env = read_json(minted / "manifest.json")["environment"]
-    assert env == {"name": "", "requirements": [], "resolved": [], "from": "none"}
-    assert not (minted / "envs").exists()
-    assert {t.environment for t in read_tasks(minted / "tasks.parquet")} == {""}
+    assert env["requirements"] == [] and env["resolved"] == [] and env["from"] == "none"
+    spec = EnvSpec(python=sandbox_python())
+    assert env["name"] == spec.spec_hash() and env["spec"] == spec.to_dict()
+    assert env_complete(minted / "envs" / spec.spec_hash())
+    assert {t.environment for t in read_tasks(minted / "tasks.parquet")} == {spec.spec_hash()}
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_a_minted_task_s_failing_tests_pass_with_the_fix_in_its_env(minted, tmp_path, backend):
+    # local: the env dir mounted read-only at /envs; docker: the env's own image
+    import shutil
+
+    from codeloop.agent.envdirs import env_paths
+    from codeloop.agent.testrun import run_pytest
+    from codeloop.agent.workspace import copy_tree
+    from codeloop.config import SandboxConfig
+    from codeloop.sandbox import make_executor
+
+    if backend == "docker":
+        from codeloop.sandbox.docker_backend import skip_without_docker_engine
+
+        skip_without_docker_engine()
+    t = read_tasks(minted / "tasks.parquet")[0]
+    envs = tmp_path / "envs"
+    shutil.copytree(minted / "envs", envs)
+    ex = make_executor(SandboxConfig(backend=backend, workers=1, timeout_s=60), workspaces=True,
+                       envs_root=str(envs), env_dir=str(envs / t.environment))
+    try:
+        if backend == "docker":
+            assert ex.image == f"codeloop-env:{t.environment[:16]}"
+        ws = ex.workspaces.new_workspace()
+        copy_tree(str(minted / "repos" / t.snapshot), ws)  # the pristine tree: base + fix
+        report = run_pytest(ex, ws, t.fail_to_pass, env_paths(t, str(envs)), 60)
+    finally:
+        ex.close()
+    assert report.outcomes == dict.fromkeys(t.fail_to_pass, "passed"), report.output_tail

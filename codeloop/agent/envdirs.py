@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import os
 import shutil
 import subprocess
@@ -63,6 +64,16 @@ def _compile(tree: str) -> None:
         raise RuntimeError(f"compileall of {tree} failed: {proc.stderr.strip()[-500:]}")
 
 
+def finish_tree(tree: str) -> None:
+    """Byte-compile ``tree`` for the sandbox's interpreter and make it readable by the
+    sandbox's leased uid (dirs 0755, files 0644): what every env dir gets before use."""
+    _compile(tree)
+    for top, _dirs, names in os.walk(tree):
+        os.chmod(top, 0o755)
+        for n in names:
+            os.chmod(os.path.join(top, n), 0o644)
+
+
 def build_env(envs_root: str, name: str, files: list[tuple[str, Path]]) -> str:
     """Make (or reuse) ``envs_root/<name>-<hash of files>/`` holding ``files``; its path."""
     h = hashlib.sha256()
@@ -77,11 +88,7 @@ def build_env(envs_root: str, name: str, files: list[tuple[str, Path]]) -> str:
         target = os.path.join(tmp, rel)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         shutil.copyfile(src, target)
-    _compile(tmp)
-    for top, _dirs, names in os.walk(tmp):  # readable by the sandbox's leased uid
-        os.chmod(top, 0o755)
-        for n in names:
-            os.chmod(os.path.join(top, n), 0o644)
+    finish_tree(tmp)
     try:
         os.rename(tmp, dest)
     except OSError:  # built concurrently by another process: theirs is the same content
@@ -124,12 +131,45 @@ def runner_file(envs_root: str) -> str:
 
 
 DEFAULT_ENVS = "data/clean/envs"  # agent.envs_dir's default
+SPEC_FILE = "spec.json"  # an env dir built from an env spec records it here
+
+
+@lru_cache(maxsize=4)
+def sandbox_python(python: str = "") -> str:
+    """major.minor of the interpreter sandbox children run (``python``, default the
+    sandbox's: Debian's python3, the same release the docker image is debootstrapped with)."""
+    exe = python or child_python()
+    proc = subprocess.run([exe, "-I", "-S", "-c",
+                           "import sys; print('%d.%d' % sys.version_info[:2])"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"cannot ask {exe} its version: {proc.stderr.strip()[-300:]}")
+    return proc.stdout.strip()
+
+
+class InterpreterMismatch(RuntimeError):
+    """A task's environment was built for another interpreter than the sandbox's."""
+
+
+def _check_interpreter(task: Task, env_dir: str) -> None:
+    """InterpreterMismatch when the env dir's spec.json names another python than the
+    sandbox's: such a task is never run (clean quarantines it; this catches one that
+    reached a stage some other way). A dir without a spec (a ``--deps`` dir) is not checked."""
+    try:
+        with open(os.path.join(env_dir, SPEC_FILE)) as f:
+            need = json.load(f).get("python", "")
+    except (OSError, ValueError, AttributeError):
+        return
+    have = sandbox_python()
+    if need and need != have:
+        raise InterpreterMismatch(
+            f"task {task.task_id}: environment needs python {need}; sandbox has {have}")
 
 
 def env_paths(task: Task, envs_root: str | None = None) -> list[str]:
     """Host dirs to put on the test command's PYTHONPATH for ``task``: the task's own
     environment dir (``task.environment``, a dir name under ``envs_root``; FileNotFoundError
-    if missing), pytest's, and our plugin's. All lie under ``envs_root`` (default: the
+    if missing, InterpreterMismatch if built for another python), pytest's, and our plugin's. All lie under ``envs_root`` (default: the
     working dir's data/clean/envs, as agent.envs_dir)."""
     envs_root = os.path.abspath(envs_root or DEFAULT_ENVS)
     out = []
@@ -137,5 +177,6 @@ def env_paths(task: Task, envs_root: str | None = None) -> list[str]:
         own = os.path.join(envs_root, task.environment)
         if not os.path.isdir(own):
             raise FileNotFoundError(f"task {task.task_id}: environment {own} does not exist")
+        _check_interpreter(task, own)
         out.append(own)
     return out + [pytest_env(envs_root), plugin_env(envs_root)]

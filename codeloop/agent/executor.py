@@ -3,7 +3,9 @@
 Function tasks need a plain executor. Repository tasks also need workspaces (each a tmpfs
 of ``agent.workspace_bytes`` where the host can mount one) and an envs root mounted at
 /envs: pytest and our plugin env dirs built there from the running venv, and each task's
-own environment dir copied in once from the clean stage's env dirs.
+own environment dir copied in once from the clean stage's env dirs. On the docker backend
+an executor whose repository tasks share one environment runs from that environment's own
+image (codeloop.sandbox.env_images).
 """
 
 from __future__ import annotations
@@ -47,7 +49,16 @@ def open_executor(
     plugin_env(envs)
     return make_executor(sandbox, workspaces=True, envs_root=envs,
                          ws_parent=agent.workspace_dir or None,
-                         workspace_bytes=agent.workspace_bytes)
+                         workspace_bytes=agent.workspace_bytes,
+                         env_dir=one_env(tasks, envs))
+
+
+def one_env(tasks: list[Task], envs: str) -> str | None:
+    """The env dir every repository task here shares (the docker backend then runs its
+    containers from that env's image), else None: tasks of several environments share
+    the sandbox image, each reading its own env dir from the read-only /envs volume."""
+    names = {t.environment for t in by_kind(tasks)["repo"]}
+    return os.path.join(envs, names.pop()) if len(names) == 1 and "" not in names else None
 
 
 def copy_task_envs(tasks: list[Task], clean_envs: str, envs: str) -> str:

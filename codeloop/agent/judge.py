@@ -106,6 +106,7 @@ from codeloop.agent.watch import TestWatch
 from codeloop.agent.workspace import node_file, remove_tree
 from codeloop.config import AgentConfig
 from codeloop.sandbox.base import CmdJob, Executor, SandboxError
+from codeloop.sandbox.cmdjobs import image_env
 from codeloop.sandbox.pool import child_python
 from codeloop.sandbox.trees import list_tree
 from codeloop.schema import Task, require_kind
@@ -436,7 +437,7 @@ def _prepare(
     # over them is killed or cut, and its tests are then missing, never passed
     prep.job = CmdJob(argv=[child_python(), "-I", "-B", boot, ws_root.inside(spec)[0]],
                       cwd_host=tree, timeout_s=cfg.timeout_s, memory_mb=cfg.memory_mb,
-                      output_cap=8 << 20, result_cap=32 << 20)
+                      output_cap=8 << 20, result_cap=32 << 20, image_env=image_env(paths))
     return prep
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from codeloop.agent.envdirs import PLUGIN_NAME
 from codeloop.sandbox.base import CmdJob, CmdResult
+from codeloop.sandbox.cmdjobs import image_env
 
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 TAIL = 4000  # chars of pytest's own output kept for the agent
@@ -94,7 +95,8 @@ def test_job(
     """The command job running ``node_ids`` (None: pytest's own discovery) in a workspace."""
     env = {"PYTHONPATH": ":".join(env_inside), "PYTHONDONTWRITEBYTECODE": "1",
            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONHASHSEED": "0"}
-    return CmdJob(argv=pytest_argv(node_ids), cwd_host=workspace_path, timeout_s=timeout_s, env=env)
+    return CmdJob(argv=pytest_argv(node_ids), cwd_host=workspace_path, timeout_s=timeout_s, env=env,
+                  image_env=image_env(env_inside))
 
 
 def report_of(res: CmdResult) -> TestReport:
@@ -150,7 +152,8 @@ def sealed_test_job(ws_path: str, base: str, node_ids: list[str], boot_inside: s
     from codeloop.sandbox.pool import child_python
 
     job = CmdJob(argv=[child_python(), "-I", "-B", boot_inside, os.path.basename(run.spec)],
-                 cwd_host=ws_path, timeout_s=timeout_s, result_cap=16 << 20)
+                 cwd_host=ws_path, timeout_s=timeout_s, result_cap=16 << 20,
+                 image_env=image_env(env_inside))
     return job, run
 
 

@@ -57,6 +57,7 @@ from codeloop.agent.envdirs import runner_file
 from codeloop.agent.fsops import remove_path, write_bytes
 from codeloop.agent.workspace import node_file
 from codeloop.sandbox.base import CmdJob
+from codeloop.sandbox.cmdjobs import image_env
 from codeloop.sandbox.pool import child_python
 
 # Outcomes a variant run reports; only "passed" passes.
@@ -585,7 +586,7 @@ def variant_job(plan: VariantPlan, ws: str, ws_root, env_dirs: list[str], change
     runner = ws_root.env_inside(runner_file(ws_root.envs_root))
     job = CmdJob(argv=[child_python(), "-I", "-B", runner, ws_root.inside(spec)[0]],
                  cwd_host=os.path.join(ws, "repo"), timeout_s=timeout_s, memory_mb=memory_mb,
-                 output_cap=8 << 20, result_cap=1 << 20)
+                 output_cap=8 << 20, result_cap=1 << 20, image_env=image_env(env_dirs))
     return nonce, job
 
 

@@ -9,12 +9,15 @@ DIR/tasks.parquet, DIR/instances.jsonl (the same tasks with SWE-bench's columns:
 codeloop.data.repos.swebench_rows), DIR/repos/<sha>/ (the pristine snapshot), DIR/report.json (tried,
 kept, rejected by reason, per-operator yield) and DIR/manifest.json; `codeloop clean
 --source repo:DIR` takes it. Exit 0 when it ran, 2 for an unusable repository, 3 when the
-sandbox failed (or its dependencies cannot be installed). The repository's declared
-dependencies (pyproject, setup.cfg, setup.py, requirements*.txt) are pip-installed once
-from the registry through the ``--wheel-cache`` (offline once it holds them; the pinned
-resolution goes in manifest.json), or ``--deps DIR`` names a ready ``pip install --target``
-dir: it becomes the tasks' env dir (DIR/envs/<name>, ``Task.environment``), mounted
-read-only in the sandbox. A package with no dependencies gets no env dir (only pytest's).
+sandbox failed (or its environment cannot be built). The repository's declared
+dependencies (pyproject, setup.cfg, setup.py, requirements*.txt and their test extras) are
+resolved by pip once from the registry through the ``--wheel-cache`` (offline once it holds
+them) and pinned into an environment spec with the interpreter the repository needs
+(exit 2 when that is not the sandbox's); the spec is built into DIR/envs/<spec hash>/
+(``Task.environment``; the spec itself in each task's metadata, the pinned wheels in
+DIR/wheels/ so clean can rebuild it offline), mounted read-only in the sandbox, or baked
+into an image of its own on the docker backend. ``--deps DIR`` names a ready
+``pip install --target`` dir instead: it becomes the tasks' env dir as it is.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from codeloop.data.repos.envbuild import EnvBuildError
     from codeloop.data.repos.mint import MintConfig, mint_repo
     from codeloop.data.repos.repo_deps import DepsError
 
@@ -57,7 +61,7 @@ def run(args) -> int:
     try:
         res = mint_repo(args.repo, args.out, cfg, backend=args.backend)
     except (OSError, ValueError, RuntimeError) as exc:
-        if isinstance(exc, SandboxError | DepsError):
+        if isinstance(exc, SandboxError | DepsError | EnvBuildError):
             print(f"codeloop mint: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 3
         print(f"codeloop mint: {exc}", file=sys.stderr)

@@ -48,6 +48,7 @@ def make_executor(
     warm: bool = False,
     prestart: Prestart | None = None,
     workspace_bytes: int | None = None,
+    env_dir: str | None = None,
 ) -> Executor:
     """Build the executor ``cfg.backend`` names; call ``close()`` when done.
     ``workspaces``: it can also run commands in agent workspaces (``run_commands``; local
@@ -57,7 +58,10 @@ def make_executor(
     ``prestart``: zygotes a ``local.Prestart`` started early, adopted by a local executor
     they fit (any other backend or config ends them); ``workspace_bytes``: each workspace
     is a tmpfs of that size of its own (a write past it fails with ENOSPC; root only:
-    ``executor.workspaces.quota_enforced`` says whether it is), None: no quota."""
+    ``executor.workspaces.quota_enforced`` says whether it is), None: no quota;
+    ``env_dir``: the one environment the executor's commands run in: docker runs its
+    containers from that env's image (codeloop.sandbox.env_images), local reads it from
+    the envs root mounted read-only (where it must lie)."""
     if cfg is None:
         from codeloop.config import SandboxConfig
 
@@ -75,7 +79,8 @@ def make_executor(
         from codeloop.sandbox.docker_backend import DockerExecutor
 
         return DockerExecutor(
-            cfg, workspaces, envs_root, ws_parent, warm=warm, workspace_bytes=workspace_bytes
+            cfg, workspaces, envs_root, ws_parent, warm=warm, workspace_bytes=workspace_bytes,
+            env_dir=env_dir,
         )
     from codeloop.sandbox.local import LocalExecutor
 

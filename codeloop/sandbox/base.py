@@ -107,6 +107,9 @@ class CmdJob:
     memory_mb: int | None = None  # None: the executor's default
     output_cap: int = 1 << 20  # bytes of stdout (and of stderr) kept; more kills the command
     result_cap: int = 4 << 20  # bytes of the result pipe (fd 3) kept
+    # the task environment the command runs in, as the sandbox names it (an image's env dir,
+    # cmdjobs.image_env): docker runs it in that environment's image; '' the executor's own
+    image_env: str = ""
 
 
 @dataclass

@@ -34,6 +34,7 @@ from codeloop.sandbox.trees import chown_tree, remove_tree, visit_tree
 from codeloop.sandbox.verdicts import wall_cap
 
 WS_MOUNT, ENVS_MOUNT = "/ws", "/envs"
+IMAGE_ENVS = "/opt/codeloop-env"  # where an environment's own image holds its env dir
 WS_HIDDEN = "/.ws-hidden"  # as in command.py (zygote source, not importable from here)
 WS_ALL = WS_HIDDEN + "/all"
 NOFILE = 256  # pytest and a shell open more files than a judged function
@@ -116,6 +117,12 @@ class WorkspaceRoot:
         if self.envs_root and not os.path.isdir(self.envs_root):
             raise SandboxError(f"envs root {self.envs_root} is not a directory")
         self.owner = owner
+        # env dirs baked into the sandbox's image (host path -> path inside): these are
+        # read from the image, not from the /envs volume (codeloop.sandbox.env_images)
+        self.baked: dict[str, str] = {}
+        # bake(host env dir): its path in an image of its own, or None (then /envs); set by
+        # an executor that runs each environment in its own image (docker)
+        self.bake = None
         self.quota_bytes, self.quota_problem = quota_bytes, ""
         self._mounts: set[str] = set()
         self._shared = False  # the root bound on itself as a shared mount
@@ -200,8 +207,14 @@ class WorkspaceRoot:
         return f"{WS_MOUNT}/{rel}", f"{WS_MOUNT}/{token}"
 
     def env_inside(self, host_dir: str) -> str:
-        """Where an env dir under ``envs_root`` appears in the sandbox."""
+        """Where an env dir under ``envs_root`` (or baked into the image) appears in the
+        sandbox."""
         real = os.path.realpath(host_dir)
+        if real in self.baked:
+            return self.baked[real]
+        inside = self.bake(real) if self.bake is not None else None
+        if inside:
+            return inside
         if not self.envs_root or not (real + "/").startswith(self.envs_root + "/"):
             raise SandboxError(f"env dir {host_dir} is not under the executor's envs root")
         return ENVS_MOUNT + real[len(self.envs_root) :]
@@ -251,6 +264,12 @@ def _world_writable(dir_fd: int, entry: os.DirEntry) -> None:
         os.chmod(entry.name, mode, dir_fd=dir_fd, follow_symlinks=False)
 
 
+def image_env(env_inside: list[str]) -> str:
+    """The env dir (as the sandbox names it) among a command's env dirs that lives in an
+    image of its own, '' when none does: what ``CmdJob.image_env`` routes by."""
+    return next((p for p in env_inside if p.startswith(IMAGE_ENVS + "/")), "")
+
+
 def cmd_request(job: CmdJob, ws: WorkspaceRoot, timeout_s: float, memory_mb: int) -> dict:
     """The zygote's frame for one command (see codeloop.sandbox.command)."""
     cwd, ws_inside = ws.inside(job.cwd_host)
@@ -296,16 +315,19 @@ def run_commands(executor, jobs: list[CmdJob], grace_s: float) -> list[CmdResult
         raise SandboxError("executor is closed")
     cfg = executor.cfg
     requests = [cmd_request(j, ws, cfg.timeout_s, cfg.memory_mb) for j in jobs]
+    # a command of an environment with an image of its own runs on that image's pool
+    route = getattr(executor, "env_pool", None)
+    pools = [route(j.image_env) if route and j.image_env else executor for j in jobs]
 
-    def one(req: dict) -> CmdResult:
+    def one(req: dict, pool) -> CmdResult:
         name = req["cmd"]["ws"]
         problem = ws.hand_over_problem(name)
         try:  # a workspace not handed over: the command does not run, that is its result
-            resp = {"ws_error": problem} if problem else executor._attempt(
+            resp = {"ws_error": problem} if problem else pool._attempt(
                 req, req["wall_cap"] + grace_s)
         finally:
             back = ws.hand_over_problem(name, back=True)
         problems = [p for p in (resp.get("ws_error", ""), back) if p]
         return cmd_result({**resp, "ws_error": "; ".join(problems)})
 
-    return list(executor._threads.map(one, requests))
+    return list(executor._threads.map(one, requests, pools))

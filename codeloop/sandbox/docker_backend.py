@@ -3,7 +3,10 @@
 One container per worker slot, started once (``--network none``, memory / pids / CPU
 limits, read-only root, tmpfs /tmp, uid 65534, all capabilities dropped,
 no-new-privileges, Docker's default seccomp profile, ``sandbox.ro_binds`` as read-only
-volumes) from the image ``scripts/build_sandbox_image.sh`` builds offline. The container's
+volumes) from the image ``scripts/build_sandbox_image.sh`` builds offline, or, for an
+executor of one environment (``env_dir``), from that environment's image built on it
+(codeloop.sandbox.env_images). A repository task's command runs in its environment's
+own image: each environment named by a command gets a pool of containers of that image. The container's
 root is the image: no host path exists inside. The zygote adds the same lock-down as the
 local backend (our seccomp filter on top of Docker's, empty capability sets) and its
 start-up probe must meet ``sandbox.require`` like every backend's.
@@ -32,6 +35,7 @@ import os
 import select
 import socket
 import struct
+import threading
 import time
 
 from codeloop.config import SandboxConfig
@@ -95,6 +99,7 @@ class DockerZygote:
         start_timeout: float = 60.0,
         binds=(),
         receive: bool = False,
+        image: str = IMAGE,
     ) -> None:
         # receive: writable volumes get the host's later mounts below them (rslave; needs a
         # shared or slave source mount: a quota'd WorkspaceRoot's)
@@ -104,7 +109,7 @@ class DockerZygote:
                            cgroup={"watch": True})
         try:
             self.container = client.containers.create(
-                IMAGE,
+                image,
                 command=["/usr/bin/python3", "-I", "-S", "-c", ZYGOTE_SRC, json.dumps(opts)],
                 stdin_open=True, network_mode="none", read_only=True, user=f"{CONTAINER_UID}:{CONTAINER_UID}",
                 tmpfs={"/tmp": "size=256m,mode=1777"}, mem_limit=f"{cfg.memory_mb + 256}m",
@@ -121,7 +126,7 @@ class DockerZygote:
             self.raw: socket.socket = getattr(self.sock, "_sock", self.sock)
             self.container.start()
         except Exception as exc:  # noqa: BLE001
-            raise SandboxError(f"cannot start sandbox container from {IMAGE}: {exc}") from exc
+            raise SandboxError(f"cannot start sandbox container from {image}: {exc}") from exc
         self.buf, self.err = b"", b""
         self.info = self._recv(start_timeout)
 
@@ -195,6 +200,22 @@ class DockerZygote:
             pass
 
 
+def _interpreter_problem(env_dir: str, have: str) -> str:
+    """Why the env dir's spec (its spec.json) cannot run on an image's python ``have``
+    ('' when it can, or when the dir has no spec: a ``--deps`` dir)."""
+    try:
+        with open(os.path.join(env_dir, "spec.json")) as f:
+            need = json.load(f).get("python", "")
+    except FileNotFoundError:
+        return ""
+    except (OSError, ValueError, AttributeError):
+        return f"environment {os.path.basename(env_dir)[:16]}: unreadable spec.json"
+    if need and need != have:
+        return (f"environment {os.path.basename(env_dir)[:16]} needs python {need}; "
+                f"its image has {have or 'an unknown python'}")
+    return ""
+
+
 class DockerExecutor(PoolExecutor):
     """``backend: docker``: a warm pool of containers, one zygote each."""
 
@@ -206,11 +227,18 @@ class DockerExecutor(PoolExecutor):
         ws_parent: str | None = None,
         warm: bool = False,
         workspace_bytes: int | None = None,
+        env_dir: str | None = None,
     ) -> None:
         self.client = docker_client()
         problem = engine_problem()
         if problem:
             raise SandboxError(problem)
+        # env_dir: every container runs from that environment's own image (env_images)
+        self.image = IMAGE
+        if env_dir:
+            from codeloop.sandbox.env_images import env_image
+
+            self.image = env_image(self.client, env_dir, IMAGE)
         # workspaces: a rw volume at /ws; the container's uid cannot take files over, so the
         # host hands each workspace to it before a command (WorkspaceRoot.hand_over)
         self.workspaces = None
@@ -218,16 +246,69 @@ class DockerExecutor(PoolExecutor):
             self.workspaces = WorkspaceRoot(
                 envs_root, owner=CONTAINER_UID, parent=ws_parent, quota_bytes=workspace_bytes
             )
+            if env_dir:
+                from codeloop.sandbox.env_images import env_inside
+
+                self.workspaces.baked[os.path.realpath(env_dir)] = env_inside(env_dir)
         binds = self.workspaces.binds() if self.workspaces else []
         receive = bool(self.workspaces and self.workspaces.quota_enforced)
-        super().__init__(
-            cfg,
-            lambda slot: DockerZygote(self.client, cfg, slot, binds=binds, receive=receive),
-            drop_uid=False,
-            backend="docker",
-        )
+        self._spawn_in = lambda image: lambda slot: DockerZygote(
+            self.client, cfg, slot, binds=binds, receive=receive, image=image)
+        # every other environment (an env dir with a spec.json under the envs root) gets an
+        # image and a pool of containers of its own, on first use (env_pool)
+        self._env_pools: dict[str, PoolExecutor] = {}
+        self._env_tags: dict[str, str] = {}
+        self._env_lock = threading.Lock()
+        if self.workspaces is not None:
+            self.workspaces.bake = self._bake
+        super().__init__(cfg, self._spawn_in(self.image), drop_uid=False, backend="docker")
         self.start(all_slots=warm)
+        have = self._zygote(0).info.get("python", "")
+        problem = _interpreter_problem(env_dir, have) if env_dir else ""
+        if problem:
+            self.close()
+            raise SandboxError(problem)
+
+    def _bake(self, real: str) -> str | None:
+        """The env dir's path in its own image (built once, with a pool of containers of
+        its own), or None for a dir that is no environment's (pytest's, our plugin's)."""
+        envs = self.workspaces.envs_root
+        if not envs or os.path.dirname(real) != envs or not os.path.isfile(
+                os.path.join(real, "spec.json")):
+            return None
+        from codeloop.sandbox.env_images import env_image, env_inside
+
+        inside = env_inside(real)
+        with self._env_lock:
+            if inside not in self._env_pools:
+                if self._closed:
+                    raise SandboxError("executor is closed")
+                tag = env_image(self.client, real, IMAGE)
+                pool = PoolExecutor(self.cfg, self._spawn_in(tag), drop_uid=False,
+                                    backend="docker")
+                pool.start()  # slot 0 now: its interpreter must be the one the spec names
+                problem = _interpreter_problem(real, pool._zygote(0).info.get("python", ""))
+                if problem:
+                    pool.close()
+                    raise SandboxError(problem)
+                self._env_tags[inside] = tag
+                self._env_pools[inside] = pool
+            self.workspaces.baked[real] = inside
+        return inside
+
+    def env_pool(self, image_env: str) -> PoolExecutor:
+        """The pool whose containers run the environment an env dir path names (this
+        executor's own for its own image's env or an unknown one)."""
+        return self._env_pools.get(image_env, self)
+
+    def env_images(self) -> dict[str, str]:
+        """Env dir path inside -> image, of every environment given a pool of its own."""
+        return dict(self._env_tags)
 
     def close(self) -> None:
+        with self._env_lock:
+            pools, self._env_pools = list(self._env_pools.values()), {}
+        for pool in pools:
+            pool.close()
         super().close()
         self.client.close()

@@ -370,7 +370,9 @@ def main():
     # No PDEATHSIG: it fires when the parent *thread* that spawned us exits, killing a healthy
     # zygote. Parent death is EOF/HUP on our control pipe (recv, pump) instead.
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # a same-uid child can't ptrace or open /proc/<us>
-    info = {"ready": True, "pid1": os.getpid() == 1, "uid": os.getuid()}
+    # python: the interpreter's major.minor, which an environment's spec must name
+    info = {"ready": True, "pid1": os.getpid() == 1, "uid": os.getuid(),
+            "python": f"{sys.version_info[0]}.{sys.version_info[1]}"}
     if not _seal(opts, info):
         send(wfd, info)
         return

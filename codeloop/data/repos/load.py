@@ -54,6 +54,7 @@ def load_task_dir(path: str | Path, repos_dir: str | Path):
         raise SourceError(f"repo: {root} has no tasks.parquet (expected a codeloop mint output)")
     res = RepoLoad()
     good: dict[str, str] = {}  # snapshot -> '' when stored, else the reason
+    built: dict[str, tuple | None] = {}  # environment -> None when in place, else the reason
     for row, rec, bad in iter_records(table, "repo"):
         res.rows_in += 1
         if bad is not None:
@@ -71,7 +72,7 @@ def load_task_dir(path: str | Path, repos_dir: str | Path):
             res.quarantine_rows.append(quarantine_row("repo", str(table), row, "snapshot", good[sha], rec))
             continue
         task.metadata.setdefault("provenance", {}).update({"file": table.name, "row": row})
-        problem = check_repo_task(task, repos_dir) or _copy_env(root, task, repos_dir)
+        problem = check_repo_task(task, repos_dir) or _copy_env(root, task, repos_dir, built)
         if problem:
             res.quarantine_rows.append(quarantine_row("repo", str(table), row, *problem, rec))
         else:
@@ -79,11 +80,54 @@ def load_task_dir(path: str | Path, repos_dir: str | Path):
     return res
 
 
-def _copy_env(root: Path, task: Task, repos_dir) -> tuple[str, str] | None:
-    """Copy the task's env dir (DIR/envs/<environment>) beside the store's snapshots, where
-    the clean stage's verifier and the agent env look (<repos_dir>/../envs)."""
+def _copy_env(root: Path, task: Task, repos_dir, built: dict) -> tuple[str, str] | None:
+    """Put the task's env dir beside the store's snapshots (<repos_dir>/../envs, where the
+    clean stage's verifier and the agent env look); (field, reason) when it cannot be.
+
+    A task with an environment spec (``metadata["env_spec"]``, named by its hash) gets the
+    complete dir DIR/envs/<hash> copied, else one built from the wheels in DIR/wheels; a
+    spec whose interpreter is not the sandbox's, or whose build fails (pip's error), is
+    the reason. ``built``: each environment's outcome in this load (built once)."""
     if not task.environment:
         return None
+    if "env_spec" not in task.metadata:  # an env dir named by its files (codeloop mint --deps)
+        return _copy_plain_env(root, task, repos_dir)
+    if task.environment not in built:
+        built[task.environment] = _spec_env(root, task, Path(repos_dir).parent / "envs")
+    got = built[task.environment]
+    return got and (got[0], f"task {task.task_id}: {got[1]}")
+
+
+def _spec_env(root: Path, task: Task, envs: Path) -> tuple[str, str] | None:
+    from codeloop.data.repos.envbuild import (
+        EnvBuildError,
+        build_spec_env,
+        copy_env,
+        interpreter_problem,
+        sandbox_python,
+    )
+    from codeloop.data.repos.envspec import EnvSpec
+
+    try:
+        spec = EnvSpec.from_dict(task.metadata["env_spec"])
+    except ValueError as exc:
+        return "environment", str(exc)
+    if spec.spec_hash() != task.environment:
+        return "environment", (f"environment {task.environment!r} is not its spec's hash "
+                               f"{spec.spec_hash()}")
+    problem = interpreter_problem(spec, sandbox_python())
+    if problem:
+        return "environment", f"environment {task.environment[:16]}: {problem}"
+    if copy_env(root / "envs" / task.environment, envs) is not None:
+        return None
+    try:
+        build_spec_env(spec, envs, root / "wheels")
+    except EnvBuildError as exc:
+        return "environment", f"environment {task.environment[:16]} cannot be built: {exc}"
+    return None
+
+
+def _copy_plain_env(root: Path, task: Task, repos_dir) -> tuple[str, str] | None:
     src = root / "envs" / task.environment
     if "/" in task.environment or not src.is_dir():
         return "environment", f"environment {task.environment!r} is not in {root / 'envs'}"

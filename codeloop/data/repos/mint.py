@@ -9,8 +9,11 @@ at a time over the sandbox workers: a candidate is kept when the suite still col
 and at least one stable test goes pass -> fail; FAIL_TO_PASS and PASS_TO_PASS come from
 that run. The problem statement is written from the failure evidence (the failing test,
 its source as a reproducer, pytest's assertion lines), with every traceback frame in
-product code removed so the mutated line is never named. A pure-Python package needs no
-environment but pytest's (codeloop.agent.envdirs).
+product code removed so the mutated line is never named. Every minted task names its
+environment: an env spec (the sandbox's interpreter, the declared dependencies pinned;
+codeloop.data.repos.envspec) built once into an env dir named by its hash, which the
+sandbox mounts read-only beside pytest's (codeloop.agent.envdirs) or, on the docker
+backend, bakes into an image of its own (codeloop.sandbox.env_images).
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ class MintConfig:
     timeout_s: float = 60.0
     name: str = ""
     license: str = "unknown"
-    env_name: str = ""  # set by mint_repo from deps
+    env_name: str = ""  # set by mint_repo: the env dir's name (the spec's hash)
+    env_spec: dict = field(default_factory=dict)  # set by mint_repo: the tasks' EnvSpec
     deps: str = ""  # a site-packages-like dir of the repo's dependencies (pip install --target)
     install_deps: bool = True  # without deps: pip-install the declared dependencies (deps.py)
     wheel_cache: str = ".cache/mint/wheels"  # pip's --find-links cache: later mints are offline
@@ -209,29 +213,40 @@ def _deps_env(deps: str, envs_root: Path, name: str) -> str:
 
 
 def _environment(root: Path, cfg: MintConfig, envs: Path, name: str, site: Path):
-    """The repository's environment, built once: ``cfg.deps`` as given, else its declared
-    dependencies pip-installed (codeloop.data.repos.repo_deps); none declared, none built.
-    (cfg with ``env_name`` set, the manifest's record: requirements, pinned resolution)."""
+    """The repository's environment, built once: ``cfg.deps`` as given (a dir named by its
+    content, no spec), else an environment spec (codeloop.data.repos.envspec) of the
+    sandbox's interpreter and the declared dependencies pip-resolved and pinned
+    (codeloop.data.repos.repo_deps), built into ``envs/<spec hash>/`` from the wheel cache.
+    (cfg with ``env_name`` and ``env_spec`` set, the manifest's record.) ValueError when
+    the repository needs another interpreter than the sandbox's."""
     import dataclasses
 
-    from codeloop.data.repos.repo_deps import declared_requirements, install_requirements
+    from codeloop.data.repos.envbuild import build_spec_env, interpreter_problem, sandbox_python
+    from codeloop.data.repos.envspec import EnvSpec, python_needed
+    from codeloop.data.repos.repo_deps import (
+        declared_requirements,
+        install_requirements,
+        requires_python,
+    )
 
     record = {"name": "", "requirements": [], "resolved": [], "from": "none"}
     if cfg.deps:
         record["from"] = "deps_dir"
-    elif cfg.install_deps:
-        record["requirements"] = declared_requirements(root)
-        if record["requirements"]:
-            record["resolved"] = install_requirements(record["requirements"], cfg.wheel_cache, site)
-            record["from"] = "pip"
-            cfg = dataclasses.replace(cfg, deps=str(site))
-    if cfg.deps:
         name = _deps_env(cfg.deps, envs, name)
-        cfg = dataclasses.replace(
-            cfg, env_name=name, deps="" if record["from"] == "pip" else cfg.deps
-        )
         record["name"] = name
-    return cfg, record
+        return dataclasses.replace(cfg, env_name=name), record
+    have = sandbox_python()
+    python = python_needed(requires_python(root), have)
+    problem = interpreter_problem(EnvSpec(python=python), have)
+    if problem:  # before anything is resolved: pip would resolve for our interpreter
+        raise ValueError(f"mint: {name} {problem}")
+    requirements = declared_requirements(root) if cfg.install_deps else []
+    resolved = install_requirements(requirements, cfg.wheel_cache, site) if requirements else []
+    spec = EnvSpec(python=python, requirements=resolved)
+    h = build_spec_env(spec, envs, cfg.wheel_cache).name
+    record.update(name=h, requirements=requirements, resolved=list(spec.requirements),
+                  spec=spec.to_dict(), **({"from": "pip"} if requirements else {}))
+    return dataclasses.replace(cfg, env_name=h, env_spec=spec.to_dict()), record
 
 
 def _task(name, sha, cand, failing, stable, report, snap, product, cfg, n) -> Task:
@@ -262,7 +277,8 @@ def _task(name, sha, cand, failing, stable, report, snap, product, cfg, n) -> Ta
         hidden_tests=hidden,
         difficulty=min(len(failing), 9),  # fewer failing tests: a narrower symptom to chase
         environment=cfg.env_name,
-        metadata={"license": cfg.license, "hidden_fail_to_pass": [t for t in hidden if t in failing_now],
+        metadata={"license": cfg.license, **({"env_spec": cfg.env_spec} if cfg.env_spec else {}),
+                  "hidden_fail_to_pass": [t for t in hidden if t in failing_now],
                   "mutation": {"operator": cand.mutation.operator, "path": cand.path,
                                "function": cand.mutation.function, "site": site},
                   "provenance": {"generator": "mint-v1", "repo": name, "seed": cfg.seed}},
@@ -353,7 +369,8 @@ def mint_repo(path: str | Path, out_dir: str | Path, cfg: MintConfig, backend: s
         probe = Task(task_id="mint", source="minted", prompt="-", environment=cfg.env_name)
         env = env_paths(probe, str(envs))
         sandbox = SandboxConfig(backend=backend, workers=cfg.workers, timeout_s=cfg.timeout_s)
-        ex = make_executor(sandbox, workspaces=True, envs_root=str(envs))
+        own = str(envs / cfg.env_name) if cfg.env_name else None  # docker: its env's image
+        ex = make_executor(sandbox, workspaces=True, envs_root=str(envs), env_dir=own)
         try:
             res = _mint(ex, store.snapshot_path(out / "repos", sha), sha, name, env, cfg)
         finally:
@@ -363,6 +380,11 @@ def mint_repo(path: str | Path, out_dir: str | Path, cfg: MintConfig, backend: s
 
             (out / "envs" / cfg.env_name).mkdir(parents=True, exist_ok=True)
             copy_tree(str(envs / cfg.env_name), str(out / "envs" / cfg.env_name))
+        if cfg.env_spec:  # and the wheels its pins name, so clean can rebuild it offline
+            from codeloop.data.repos.envbuild import copy_pinned_wheels
+            from codeloop.data.repos.envspec import EnvSpec
+
+            copy_pinned_wheels(EnvSpec.from_dict(cfg.env_spec), cfg.wheel_cache, out / "wheels")
     res.report["seconds"] = round(time.perf_counter() - start, 2)
     res.report["environment"] = environment
     io.write_tasks(out / "tasks.parquet", res.tasks)

@@ -3,12 +3,13 @@ package registry into a dir the sealed pytest runs mount read-only.
 
 Declared dependencies come from pyproject.toml (``[project].dependencies``), setup.cfg
 (``[options] install_requires``), setup.py (a literal ``install_requires``, or a name bound
-to one) and ``requirements*.txt``. pytest and its own dependencies are left out: the
+to one) and ``requirements*.txt``, plus the ``test``/``tests``/``testing`` extras of each
+(what the repository's own suite imports). pytest and its own dependencies are left out: the
 sandbox supplies them (codeloop.agent.envdirs). pip resolves the rest with their transitive
 dependencies: first offline from the wheel cache (``--no-index --find-links``), and only
 when that cannot satisfy them by ``pip download`` from the registry into the cache, so a
 later mint is offline. The resolution, every installed distribution pinned ``name==version``,
-is what the manifest records.
+goes into the tasks' environment spec (codeloop.data.repos.envspec) and the manifest.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 # the sandbox's own pytest env provides these; a second copy would shadow it
 SANDBOX_PROVIDED = {"pytest", "pluggy", "iniconfig"}
+TEST_EXTRAS = ("test", "tests", "testing")  # extras a repository's own test suite needs
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
@@ -60,6 +62,23 @@ def _from_setup_py(text: str) -> list[str]:
     return []
 
 
+def _setup_py_keyword(text: str, name: str):
+    """The literal value of keyword ``name`` of a setup() call (None when not a literal)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            for kw in n.keywords:
+                if kw.arg == name:
+                    try:
+                        return ast.literal_eval(kw.value)
+                    except ValueError:
+                        return None
+    return None
+
+
 def _from_requirements(text: str) -> list[str]:
     out = []
     for line in text.splitlines():
@@ -75,14 +94,24 @@ def declared_requirements(root: str | Path) -> list[str]:
     root = Path(root)
     reqs: list[str] = []
     if (root / "pyproject.toml").is_file():
-        data = tomllib.loads((root / "pyproject.toml").read_text())
-        reqs += list(data.get("project", {}).get("dependencies", []) or [])
+        project = tomllib.loads((root / "pyproject.toml").read_text()).get("project", {})
+        reqs += list(project.get("dependencies", []) or [])
+        extras = project.get("optional-dependencies", {}) or {}
+        for key in TEST_EXTRAS:
+            reqs += list(extras.get(key, []) or [])
     if (root / "setup.cfg").is_file():
         cp = configparser.ConfigParser()
         cp.read(root / "setup.cfg")
         reqs += _from_requirements(cp.get("options", "install_requires", fallback=""))
+        for key in TEST_EXTRAS:
+            reqs += _from_requirements(cp.get("options.extras_require", key, fallback=""))
     if (root / "setup.py").is_file():
-        reqs += _from_setup_py((root / "setup.py").read_text())
+        text = (root / "setup.py").read_text()
+        reqs += _from_setup_py(text)
+        extras = _setup_py_keyword(text, "extras_require")
+        for key in TEST_EXTRAS if isinstance(extras, dict) else ():
+            got = extras.get(key, [])
+            reqs += [got] if isinstance(got, str) else list(got)
     for f in sorted(root.glob("requirements*.txt")):
         reqs += _from_requirements(f.read_text())
     out, seen = [], set()
@@ -93,6 +122,27 @@ def declared_requirements(root: str | Path) -> list[str]:
         seen.add(r)
         out.append(r.strip())
     return out
+
+
+def requires_python(root: str | Path) -> str:
+    """The repository's declared ``requires-python`` (pyproject's ``[project]``, setup.cfg's
+    ``python_requires``, a literal in setup.py); '' when it declares none."""
+    root = Path(root)
+    if (root / "pyproject.toml").is_file():
+        project = tomllib.loads((root / "pyproject.toml").read_text()).get("project", {})
+        if project.get("requires-python"):
+            return str(project["requires-python"])
+    if (root / "setup.cfg").is_file():
+        cp = configparser.ConfigParser()
+        cp.read(root / "setup.cfg")
+        got = cp.get("options", "python_requires", fallback="").strip()
+        if got:
+            return got
+    if (root / "setup.py").is_file():
+        got = _setup_py_keyword((root / "setup.py").read_text(), "python_requires")
+        if isinstance(got, str):
+            return got
+    return ""
 
 
 def _pip(args: list[str]) -> subprocess.CompletedProcess:
