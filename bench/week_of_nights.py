@@ -195,17 +195,25 @@ def main() -> None:
     ap.add_argument("--kill", type=int, default=3, help="run killed mid-rollout")
     ap.add_argument("--broken", type=int, default=5, help="run with a broken candidate")
     ap.add_argument("--port", type=int, default=4260)
+    ap.add_argument("--from-run", type=int, default=1,
+                    help="go on with this run in --work (its server's history kept), the "
+                    "earlier runs' rows read back from metrics/week_of_nights.csv")
     args = ap.parse_args()
     work = Path(args.work)
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    repo = clone(work)
+    rows: list[dict] = []
+    if args.from_run == 1:
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        repo = clone(work)
+    else:
+        repo = work / "repo"
+        with open(ROOT / "metrics/week_of_nights.csv") as f:
+            rows = [r for r in csv.DictReader(f) if int(r["run"]) < args.from_run]
     server = start_server(work, args.port)
-    rows = []
     try:
         env = night_env(repo, args.port)
         old_lr = None
-        for run in range(1, args.nights + 1):
+        for run in range(args.from_run, args.nights + 1):
             if run == args.broken:
                 old_lr = set_param(repo / "params.yaml", *BROKEN)
                 commit(repo, f"deliberately broken: {BROKEN[0]}.{BROKEN[1]} {BROKEN[2]}")

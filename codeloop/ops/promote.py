@@ -23,7 +23,8 @@ def set_param(params_path: str | Path, section: str, key: str, value: str) -> st
     path = Path(params_path)
     text = path.read_text()
     pattern = re.compile(
-        rf"^({re.escape(section)}:\s*\n(?:[ \t]+.*\n|\s*\n)*?[ \t]+{re.escape(key)}:[ \t]*)(\S+)",
+        rf"^({re.escape(section)}:[ \t]*(?:#.*)?\n(?:[ \t]+.*\n|\s*\n)*?[ \t]+{re.escape(key)}:[ \t]*)"
+        r"(\S+)",
         re.M,
     )
     m = pattern.search(text)
