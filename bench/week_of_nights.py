@@ -14,7 +14,8 @@ The params are params.yaml's, except ``WEEK_PARAMS`` (a smaller rollout plan and
 rollout shards so that the kill lands mid-rollout, and a cap on the frozen sets so a night
 fits the 2-core machine). Writes metrics/week_of_nights.csv (one row per run, a curve in
 ``dvc plots show``), docs/week_of_nights.md (the table) and, where Chromium is installed,
-docs/week_of_nights.png (the Prefect UI's ``nights`` artifact after the week).
+docs/week_of_nights.png (the Prefect UI's ``nights`` artifact after the week;
+``--from-run 8`` takes it again from the week's server history without running a night).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def clone(work: Path) -> Path:
 
 def start_server(work: Path, port: int) -> subprocess.Popen:
     env = {**os.environ, "PREFECT_HOME": str(work / "prefect"),
+           "PREFECT_UI_API_URL": f"http://127.0.0.1:{port}/api",
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
     log = open(work / "prefect-server.log", "w")
     proc = subprocess.Popen(
@@ -153,17 +155,48 @@ def _trajectory_counts(repo: Path) -> dict:
     return {"rows": len(trajs), "unique_rows": len({t.trajectory_id for t in trajs})}
 
 
-def screenshot(port: int, out: Path) -> str:
-    """The nights artifact in the Prefect UI, by headless Chromium (when installed)."""
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not browser:
+def republish_nights(repo: Path, port: int) -> None:
+    """The week's own nights log, published once more by this checkout's nights table (the
+    clone's flows published theirs as each night ended)."""
+    os.environ["PREFECT_API_URL"] = f"http://127.0.0.1:{port}/api"
+    from prefect import flow
+
+    from codeloop.ops.nights import nights_table
+    from tasks.artifacts import publish_nights
+
+    @flow(name="week-of-nights")
+    def week() -> None:
+        publish_nights(nights_table(read_nights(repo)))
+
+    week()
+
+
+def screenshot_nights(port: int, out: Path) -> str:
+    """The newest nights table in the Prefect UI (scripts/ui_screenshot.py's headless
+    Chromium)."""
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
         return "no chromium: no screenshot"
-    url = f"http://127.0.0.1:{port}/artifacts/key/nights"
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
-                    "--hide-scrollbars", "--window-size=1600,1100",
-                    "--virtual-time-budget=20000", f"--screenshot={out}", url],
-                   check=True, capture_output=True, timeout=180)
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import httpx
+    from ui_screenshot import screenshot, shrink
+
+    api = f"http://127.0.0.1:{port}/api"
+    body = {"artifacts": {"key": {"any_": ["nights"]}}, "sort": "CREATED_DESC", "limit": 1}
+    [latest] = httpx.post(f"{api}/artifacts/filter", json=body, timeout=10).json()
+    url = f"http://127.0.0.1:{port}/artifacts/artifact/{latest['id']}"
+    screenshot(url, out, size="1600,1000", budget_ms=20000, timeout_s=180)
+    shrink(out, 300)
     return f"{out} ({url})"
+
+
+def _cell(value) -> str:
+    """A table cell: numbers to 4 decimals (rows read back from the CSV are strings)."""
+    if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+        return str(value)
+    try:
+        return f"{float(value):.4f}"
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def write_outputs(rows: list[dict]) -> None:
@@ -178,7 +211,7 @@ def write_outputs(rows: list[dict]) -> None:
             "shards_found", "rows", "unique_rows", "reasons"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        cells = [f"{r[c]:.4f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
+        cells = [_cell(r[c]) for c in cols]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     (ROOT / "docs/week_of_nights.md").write_text(
         "# A week of nights\n\nWritten by `bench/week_of_nights.py` "
@@ -227,7 +260,9 @@ def main() -> None:
                 set_param(repo / "params.yaml", BROKEN[0], BROKEN[1], old_lr)
                 commit(repo, f"revert the broken {BROKEN[0]}.{BROKEN[1]}")
             write_outputs(rows)
-        print(screenshot(args.port, ROOT / "docs/week_of_nights.png"), flush=True)
+        write_outputs(rows)
+        republish_nights(repo, args.port)
+        print(screenshot_nights(args.port, ROOT / "docs/week_of_nights.png"), flush=True)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)

@@ -46,3 +46,11 @@ def test_a_torn_last_line_from_a_killed_run_is_skipped(tmp_path):
 def test_a_failed_night_keeps_its_error(tmp_path):
     append_night(tmp_path, night_row(3, "failed", 0.5, error="StageError: rollout died"))
     assert read_nights(tmp_path)[0]["reasons"] == ["StageError: rollout died"]
+
+
+def test_every_row_of_the_table_has_every_sets_column(tmp_path):
+    append_night(tmp_path, night_row(1, "promoted", 1.0, tag="iter-0001"))
+    append_night(tmp_path, night_row(2, "refused", 1.0, DECISION))
+    first, second = nights_table(read_nights(tmp_path))
+    assert list(first) == list(second)
+    assert first["heldout Δ"] == "-" and second["heldout Δ"].endswith("(worse)")

@@ -74,9 +74,12 @@ def _delta(p: dict[str, Any]) -> str:
 
 
 def nights_table(rows: list[dict[str, Any]], shown: int = SHOWN) -> list[dict[str, Any]]:
-    """The last ``shown`` nights as flat table rows: one column per frozen set's Δ ± SE."""
+    """The last ``shown`` nights as flat table rows: one column per frozen set's Δ ± SE,
+    in every row (a table takes its columns from its rows; the first night has no Δ)."""
+    rows = rows[-shown:]
+    sets = sorted({name for r in rows for name in (r.get("paired") or {})})
     out = []
-    for r in rows[-shown:]:
+    for r in rows:
         flat = {
             "night": r.get("night"),
             "outcome": r.get("outcome"),
@@ -84,8 +87,9 @@ def nights_table(rows: list[dict[str, Any]], shown: int = SHOWN) -> list[dict[st
             "minutes": r.get("minutes"),
             "kl": None if r.get("kl") is None else round(float(r["kl"]), 5),
         }
-        for name, p in (r.get("paired") or {}).items():
-            flat[f"{name} Δ"] = _delta(p)
+        paired = r.get("paired") or {}
+        for name in sets:
+            flat[f"{name} Δ"] = _delta(paired[name]) if name in paired else "-"
         flat["reasons"] = "; ".join(r.get("reasons") or []) or "-"
         out.append(flat)
     return out
