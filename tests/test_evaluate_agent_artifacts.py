@@ -37,10 +37,14 @@ def published(prefect_harness):
     def publish():
         publish_agent_artifacts(summary, prefix="agent-eval")
 
-    publish()
+    run_id = str(publish(return_state=True).state_details.flow_run_id)
     api = PREFECT_API_URL.value()
-    keys = {"key": {"any_": ["agent-eval-tool-mix", "agent-eval-episode"]}}
-    return {a["key"]: a for a in post(api, "/artifacts/filter", {"artifacts": keys})}
+    # this run's artifacts only: other tests of the session publish under the same keys
+    body = {"artifacts": {"key": {"any_": ["agent-eval-tool-mix", "agent-eval-episode"]},
+                          "flow_run_id": {"any_": [run_id]}}}
+    found = post(api, "/artifacts/filter", body)
+    assert len(found) == 2, found
+    return {a["key"]: a for a in found}
 
 
 def test_agent_artifacts_tool_mix_lists_every_tool_with_its_errors(published):
