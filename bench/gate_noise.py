@@ -17,7 +17,7 @@ what a set of another size would do.
   per-task differences) and larger than the tolerance.
 
 Printed: the refusal rate per gate and scenario over ``--nights`` simulated candidates;
-written to metrics/gate_noise.json.
+written to metrics/gate_noise.csv (one row per set size, gate and scenario).
 
 Run: ``.venv/bin/python bench/gate_noise.py [--nights 2000] [--flip 0.05] [--tasks 250]``
 """
@@ -25,6 +25,7 @@ Run: ``.venv/bin/python bench/gate_noise.py [--nights 2000] [--flip 0.05] [--tas
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import random
 import sys
@@ -102,7 +103,7 @@ def main() -> None:
     ap.add_argument("--drops", default="0.05,0.1")
     ap.add_argument("--tolerance", type=float, default=0.05)
     ap.add_argument("--alpha", type=float, default=0.05)
-    ap.add_argument("--out", default=str(ROOT / "metrics/gate_noise.json"))
+    ap.add_argument("--out", default=str(ROOT / "metrics/gate_noise.csv"))
     args = ap.parse_args()
     read = [r >= 0.5 for r in load_rates(Path(args.rates), args.set)]
     share = sum(read) / len(read)
@@ -111,7 +112,13 @@ def main() -> None:
     for n in (int(x) for x in args.tasks.split(",")):
         base = read if not n else [i < round(share * n) for i in range(n)]
         out["by_set_size"][str(len(base))] = simulate(base, args)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    with open(args.out, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["tasks", "gate", "scenario", "refusal_rate", "flip", "candidates"])
+        for size, res in out["by_set_size"].items():
+            for gate, rates in res["refusal_rate"].items():
+                kind = gate.split()[0]
+                w.writerows([size, kind, sc, r, args.flip, args.nights] for sc, r in rates.items())
 
 
 if __name__ == "__main__":
