@@ -60,7 +60,7 @@ from codeloop.io import read_json, read_trajectories, write_json
 from codeloop.ops.archiving import archive_night, undo_archive
 from codeloop.ops.nights import append_night, night_row, nights_table, read_nights
 from codeloop.ops.promote import promote, set_param
-from codeloop.ops.vcs import dvc, git, require_clean, workspace_lock
+from codeloop.ops.vcs import clear_stale_dvc_locks, dvc, git, require_clean, workspace_lock
 from codeloop.paths import Paths
 from codeloop.stages import evaluate as evaluate_stage
 from tasks.artifacts import publish_nights
@@ -164,12 +164,14 @@ def _night_over(repo: str) -> None:
 
 def interrupted_night(repo: str) -> int | None:
     """The night a killed run left unfinished (we hold the lock, so its run is dead), or
-    None. Its tracked files are put back as the last good iteration left them; its
-    finished rollout and score shards (.dvc/tmp) stay, so running it again resumes."""
+    None. Its stale DVC stage locks are dropped, its tracked files put back as the last
+    good iteration left them; its finished rollout and score shards (.dvc/tmp) stay, so
+    running it again resumes."""
     state = Path(repo) / NIGHTS_STATE
     st = read_json(state) if state.exists() else {}
     if not st.get("running"):
         return None
+    clear_stale_dvc_locks(repo)
     _restore(repo)
     return int(st["last_rollout_iteration"])
 

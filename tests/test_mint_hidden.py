@@ -85,6 +85,9 @@ def test_the_judge_restores_the_hidden_tests_and_runs_them(minted):
     tmp, _, hid = minted
     envs = tmp / "judge-envs"
     envs.mkdir(exist_ok=True)
+    for built in (tmp / "out" / "envs").iterdir():  # the minted envs, as clean copies them
+        if not (envs / built.name).exists():
+            shutil.copytree(built, envs / built.name)
     ex = make_executor(SandboxConfig(workers=2, timeout_s=30.0), workspaces=True,
                        envs_root=str(envs))
     try:

@@ -13,29 +13,41 @@ from pathlib import Path
 import pytest
 
 from codeloop.ops.nights import read_nights
+from flows._server import ATTACHED_ENV
 from tests._toy_pipeline import REPO_ROOT, git, make_toy_repo
 
 pytestmark = pytest.mark.slow
 
 
 def _kill_mid_train(repo: Path, hang: Path, home: Path) -> int:
-    """`python -m flows.nightly` in its own process group, SIGKILLed once train stands."""
+    """`python -m flows.nightly` in its own process group, SIGKILLed once train stands.
+
+    The run gets a Prefect home of its own and no server URL: one that an earlier test of
+    the session attached to (flows/_server.py) may be gone by now."""
     hang.touch()
-    env = {**os.environ, "TOY_HANG_FILE": str(hang), "PYTHONPATH": str(REPO_ROOT),
+    inherited = {k: v for k, v in os.environ.items()
+                 if k not in ("PREFECT_API_URL", ATTACHED_ENV)}
+    env = {**inherited, "TOY_HANG_FILE": str(hang), "PYTHONPATH": str(REPO_ROOT),
            "PREFECT_HOME": str(home), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    proc = subprocess.Popen([sys.executable, "-m", "flows.nightly", "--no-pull", "--no-push"],
-                            cwd=repo, env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = home.parent / "killed-night.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "flows.nightly", "--no-pull", "--no-push"],
+                                cwd=repo, env=env, start_new_session=True,
+                                stdout=out, stderr=subprocess.STDOUT)
     started = Path(f"{hang}.started")
     deadline = time.monotonic() + 240
     while not started.exists():
-        assert proc.poll() is None, "the nightly ended before train started"
-        assert time.monotonic() < deadline, "train never started"
+        assert proc.poll() is None, f"the nightly ended before train started:\n{_tail(log)}"
+        assert time.monotonic() < deadline, f"train never started:\n{_tail(log)}"
         time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     hang.unlink()
     return proc.returncode
+
+
+def _tail(log: Path) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-30:])
 
 
 @pytest.fixture(scope="module")

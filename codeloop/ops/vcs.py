@@ -87,3 +87,47 @@ def require_clean(repo: str | os.PathLike, what: str) -> None:
             + (" ..." if len(dirty) > 10 else "")
             + "; commit or discard them first"
         )
+
+
+DVC_RWLOCK = Path(".dvc/tmp/rwlock")
+
+
+def _running(pid: int) -> bool:
+    """True for a live process; a zombie (a killed run's child nobody reaped) is not."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def clear_stale_dvc_locks(repo: str | os.PathLike) -> list[int]:
+    """Drop the entries of DVC's stage read/write lock (.dvc/tmp/rwlock) whose processes
+    are gone; returns their pids. DVC only drops a dead pid's entry itself, and a SIGKILLed
+    run's dvc children can linger as zombies, which would block every later repro."""
+    import json
+
+    path = Path(repo) / DVC_RWLOCK
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text() or "{}")
+    stale: set[int] = set()
+
+    def live(info: dict) -> bool:
+        alive = _running(int(info["pid"]))
+        if not alive:
+            stale.add(int(info["pid"]))
+        return alive
+
+    for mode in ("read", "write"):
+        entries = data.get(mode) or {}
+        for target, infos in list(entries.items()):
+            kept = [i for i in (infos if isinstance(infos, list) else [infos]) if live(i)]
+            if not kept:
+                del entries[target]
+            elif isinstance(infos, list):
+                entries[target] = kept
+    if stale:
+        path.write_text(json.dumps(data))
+    return sorted(stale)
