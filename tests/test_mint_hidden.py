@@ -78,6 +78,7 @@ def test_no_hidden_tests_source_is_in_the_workspace(minted, tmp_path):
 
 
 def test_the_judge_restores_the_hidden_tests_and_runs_them(minted):
+    from codeloop.agent.executor import copy_task_envs
     from codeloop.agent.judge import judge_many
     from codeloop.config import SandboxConfig
     from codeloop.sandbox import make_executor
@@ -85,9 +86,7 @@ def test_the_judge_restores_the_hidden_tests_and_runs_them(minted):
     tmp, _, hid = minted
     envs = tmp / "judge-envs"
     envs.mkdir(exist_ok=True)
-    for built in (tmp / "out" / "envs").iterdir():  # the minted envs, as clean copies them
-        if not (envs / built.name).exists():
-            shutil.copytree(built, envs / built.name)
+    copy_task_envs(hid, str(tmp / "out" / "envs"), str(envs))  # as the stages do
     ex = make_executor(SandboxConfig(workers=2, timeout_s=30.0), workspaces=True,
                        envs_root=str(envs))
     try:

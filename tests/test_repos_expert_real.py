@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from codeloop.agent.env import AgentEnv
-from codeloop.agent.executor import open_executor
+from codeloop.agent.executor import copy_task_envs, open_executor
 from codeloop.agent.judge import judge_many
 from codeloop.config import AgentConfig, SandboxConfig
 from codeloop.data.repos.expert import expert_calls
@@ -57,6 +57,7 @@ def played(minted, tmp_path_factory):
     out, tasks = minted
     root = tmp_path_factory.mktemp("expert-real")
     cfg = AgentConfig(envs_dir=str(root / "envs"), max_steps=50)
+    copy_task_envs(tasks, str(out / "envs"), cfg.envs_dir)  # as the stages do from clean's
     ex = open_executor(
         SandboxConfig(backend="local", workers=2, timeout_s=60.0), cfg, [], workspaces=True
     )
