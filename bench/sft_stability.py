@@ -62,6 +62,8 @@ PERTURBATIONS: dict[str, dict] = {
     "default": {},
     "seed1": {"policy_init.seed": 1, "sft.seed": 1},
     "repos1": {"clean.repo_tasks.seed": 1},
+    # Data versions: the synthetic generator's seed (training tasks and the held-out split).
+    **{f"gen{k}": {"clean.sources.0.seed": k} for k in range(1, 6)},
 }
 OLD_DEFAULT = {"sft.lr": 3e-3, "sft.warmup_steps": 20, "sft.lr_floor": 0.1, "sft.ema": 0.0}
 CONFIGS: dict[str, dict] = {
@@ -82,7 +84,10 @@ def with_overrides(params: Params, overrides: dict) -> Params:
         *head, last = key.split(".")
         node = d
         for k in head:
-            node = node[k]
+            node = node[int(k)] if isinstance(node, list) else node[k]
+        if isinstance(node, list):
+            node[int(last)] = value
+            continue
         if last not in node:
             raise KeyError(f"unknown params key {key!r}")
         node[last] = value
@@ -141,16 +146,22 @@ def train_and_eval(job: dict) -> list[dict]:
     base["loss_curve"] = [round(sum(w) / len(w), 4) for w in _windows(losses, 100)]
     # The checkpoint's hash: with no overrides it equals the nightly's models/init version.
     base["model_version"] = policy.save(paths.root / f"sft-{job['config']}")
-    rows = [{**base, **evaluate(policy, params, paths, tasks, job["samples"])}]
+    common = Paths(job["common_root"]) if job.get("common_root") else None
+    rows = [{**base, **evaluate(policy, params, paths, tasks, job["samples"], common)}]
     for d, e in emas.items():
         e.copy_to(policy.model)
         rows.append({**base, "config": f"{job['config']}+ema{d:g}",
-                     **evaluate(policy, params, paths, tasks, job["samples"])})
+                     **evaluate(policy, params, paths, tasks, job["samples"], common)})
     return rows
 
 
-def evaluate(policy, params: Params, paths, training: list, samples: int) -> dict:
-    """Held-out function pass@1 as the evaluate stage computes it, over ``samples`` draws."""
+def evaluate(policy, params: Params, paths, training: list, samples: int, common=None) -> dict:
+    """Held-out function pass@1 as the evaluate stage computes it, over ``samples`` draws.
+
+    With ``common`` (another workspace's Paths), also pass@1 on that workspace's held-out
+    set less any task this run trained on (``common@1``): one set for every data version,
+    so its spread is the policies' alone, without the spread of drawing a held-out set.
+    """
     from codeloop.evaluate.metrics import evaluate_sets
     from codeloop.io import read_tasks
     from codeloop.sandbox import make_executor
@@ -165,7 +176,20 @@ def evaluate(policy, params: Params, paths, training: list, samples: int) -> dic
         executor.close()
     rates = m["pass_rates"]["heldout"]
     n = len(rates)
+    extra = {}
+    if common is not None:
+        seen = {t.task_id for t in training}
+        shared = [t for t in read_tasks(common.frozen_dir / "heldout.parquet")
+                  if t.task_id not in seen]
+        executor = make_executor(params.sandbox)
+        try:
+            c = evaluate_sets(policy, {"common": shared}, executor, cfg,
+                              training_tasks=training, timeout_s=params.sandbox.timeout_s)
+        finally:
+            executor.close()
+        extra = {"common@1": c["sets"]["common"]["pass@1"], "common_n": len(shared)}
     return {
+        **extra,
         "pass@1": m["sets"]["heldout"]["pass@1"],
         "eval_sd": math.sqrt(sum(p * (1 - p) for p in rates.values())) / n,
         "n_tasks": n,
@@ -202,6 +226,13 @@ def table(rows: list[dict], baseline: str = "old-default") -> str:
             f"{c:<22}{f'{mean:.3f} +- {_sd(xs):.3f}':>20}{f'{min(xs):.2f}..{max(xs):.2f}':>14}"
             f"{evsd:>9.3f}{secs:>8.0f}{cells}"
         )
+        cs = [by[p]["common@1"] for p in perts if p in by and "common@1" in by[p]]
+        if cs:
+            cm = sum(cs) / len(cs)
+            ccells = "".join(f"{by[p]['common@1']:>9.3f}" if "common@1" in by.get(p, {})
+                             else f"{'-':>9}" for p in perts)
+            lines.append(f"{'  on one common set':<22}{f'{cm:.3f} +- {_sd(cs):.3f}':>20}"
+                         f"{f'{min(cs):.2f}..{max(cs):.2f}':>14}{'':>17}{ccells}")
     return "\n".join(lines)
 
 
@@ -223,6 +254,8 @@ def _args() -> argparse.Namespace:
         help="comma-separated EMA decays read from each run ('' = none)",
     )
     ap.add_argument("--steps", type=int, default=None, help="override sft.steps (smoke runs)")
+    ap.add_argument("--common", default="",
+                    help="perturbation whose held-out set every run is also scored on")
     ap.add_argument("--table", action="store_true", help="print the table of --out; exit")
     return ap.parse_args()
 
@@ -250,10 +283,13 @@ def main() -> int:
     params = load_params(a.params)
     done = {(r["perturbation"], r["config"]) for r in _read(out)}
     roots = {}
-    for pert in a.perturbations.split(","):
-        prep = prepare(with_overrides(params, PERTURBATIONS[pert]), Path(a.work) / pert)
-        roots[pert] = prep["root"]
-        print(f"{pert}: workspace ready ({prep['prepare_s']} s)", flush=True)
+    perts = a.perturbations.split(",")
+    with ProcessPoolExecutor(a.jobs, mp_context=get_context("spawn")) as pool:
+        preps = pool.map(prepare, [with_overrides(params, PERTURBATIONS[p]) for p in perts],
+                         [Path(a.work) / p for p in perts])
+        for pert, prep in zip(perts, preps, strict=True):
+            roots[pert] = prep["root"]
+            print(f"{pert}: workspace ready ({prep['prepare_s']} s)", flush=True)
     jobs = []  # configuration-major: the baseline's spread is known first
     for name, over in configs.items():
         for pert, root in roots.items():
@@ -264,6 +300,7 @@ def main() -> int:
                 over_p["sft.steps"] = a.steps
             jobs.append({"perturbation": pert, "config": name, "overrides": over_p,
                          "params_file": a.params, "root": root, "samples": a.samples,
+                         "common_root": roots.get(a.common, ""),
                          "ema": [float(x) for x in a.ema.split(",") if x]})
     print(f"{len(jobs)} training jobs, {a.jobs} at once", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -48,3 +48,18 @@ def test_the_table_puts_the_baseline_first_with_mean_and_sd_over_perturbations()
     lines = table(rows).splitlines()
     assert lines[1].split()[:4] == ["old-default", "0.300", "+-", "0.200"]
     assert lines[2].split()[:4] == ["a-candidate", "0.500", "+-", "0.000"]
+
+
+def test_an_override_can_reach_into_a_list_to_set_the_generators_seed(repo_root):
+    params = with_overrides(load_params(repo_root / "params.yaml"), {"clean.sources.0.seed": 4})
+    assert params.clean.sources[0].seed == 4
+
+
+def test_the_table_adds_the_common_set_spread_under_a_configuration_that_has_it():
+    rows = [
+        {"perturbation": p, "config": "params.yaml", "pass@1": x, "eval_sd": 0.01,
+         "sft_s": 10.0, "common@1": c}
+        for p, x, c in (("default", 0.4, 0.5), ("gen1", 0.6, 0.5))
+    ]
+    lines = table(rows).splitlines()
+    assert lines[2].split()[:7] == ["on", "one", "common", "set", "0.500", "+-", "0.000"]
