@@ -13,6 +13,15 @@ plain ``python -m pytest`` on the host (no sandbox, no protection: the floor); a
 again without the variant run (``JudgeConfig(variant_targets=0)``: what that run costs). Each row
 also says how many predictions it called resolved (the baselines trust pytest's exit code,
 so a hack that passes is "resolved" there).
+
+``--minted DIR ...`` runs the same comparison on real repositories instead: the tasks that
+``codeloop mint`` wrote to each DIR (their snapshots and environment dirs), three
+predictions per task (the reference fix, an empty patch, a conftest.py that reports every
+test passed), and every runner cold: the judge's executor is started inside the timing and
+judges nothing before it, as each ``docker run`` starts from nothing. Only the per
+environment images are built before the clock starts (the SWE-bench harness builds its
+environment images ahead too). Rows: codeloop's judge on the local and the docker
+backend, and the docker-run-per-prediction baseline.
 """
 
 from __future__ import annotations
@@ -43,6 +52,15 @@ HACK = (
 )
 
 
+# Every test reports "passed", whatever it did: the hack a judge that trusts pytest pays.
+FORCE_PASS = (
+    "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n"
+    "+++ b/conftest.py\n@@ -0,0 +1,7 @@\n+import pytest\n+\n+\n"
+    "+@pytest.hookimpl(hookwrapper=True)\n+def pytest_runtest_makereport(item, call):\n"
+    "+    outcome = yield\n+    outcome.get_result().outcome = \"passed\"\n"
+)
+
+
 def predictions(task, n: int) -> list[str]:
     edit = task.test_patch.replace("assert add(2, 3) == 5", "assert add(2, 3) == -1")
     kinds = [task.patch, "", HACK, edit]
@@ -59,6 +77,19 @@ def _fresh_tree(task, repos: str, patch: str, scratch: str) -> str | None:
         return None
     os.chmod(tree, 0o755)
     return tree
+
+
+def run_codeloop_cold(pairs, repos, envs, backend: str, workers: int,
+                      cfg: JudgeConfig | None = None):
+    """The judge on (task, patch) pairs, its executor started inside the timing."""
+    t0 = time.perf_counter()
+    ex = make_executor(SandboxConfig(backend=backend, workers=workers, timeout_s=60.0),
+                       workspaces=True, envs_root=envs)
+    try:
+        verdicts = judge_many(pairs, repos, ex, cfg)
+    finally:
+        ex.close()
+    return time.perf_counter() - t0, sum(v.resolved for v in verdicts)
 
 
 def run_codeloop(task, repos, envs, patches, backend: str, workers: int,
@@ -79,9 +110,15 @@ def _ids(task) -> list[str]:
 
 
 def run_docker_per_prediction(task, repos, envs, patches, workers: int, scratch: str):
-    paths = ":".join("/envs/" + os.path.relpath(p, envs) for p in env_paths(task, envs))
+    return run_docker_pairs([(task, p) for p in patches], repos, envs, workers, scratch)
 
-    def one(patch: str) -> bool:
+
+def run_docker_pairs(pairs, repos, envs, workers: int, scratch: str):
+    """Per (task, patch): a fresh tree, ``git apply``'s equal and a fresh ``docker run``."""
+
+    def one(pair) -> bool:
+        task, patch = pair
+        paths = ":".join("/envs/" + os.path.relpath(p, envs) for p in env_paths(task, envs))
         tree = _fresh_tree(task, repos, patch, scratch)
         if tree is None:
             return False
@@ -95,7 +132,7 @@ def run_docker_per_prediction(task, repos, envs, patches, workers: int, scratch:
 
     t0 = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:
-        ok = list(pool.map(one, patches))
+        ok = list(pool.map(one, pairs))
     return time.perf_counter() - t0, sum(ok)
 
 
@@ -134,13 +171,78 @@ def _docker_ok() -> bool:
     return probe.returncode == 0
 
 
+def load_minted(dirs: list[str], root: Path) -> tuple[list, str, str]:
+    """The minted tasks of ``dirs``, their snapshots under one repos dir and their
+    environment dirs (plus pytest's and the plugin's) under one envs root."""
+    from codeloop.agent.envdirs import plugin_env, pytest_env
+    from codeloop.agent.executor import copy_task_envs
+    from codeloop.io import read_tasks
+
+    repos, envs = root / "repos", root / "envs"
+    tasks = []
+    for d in map(Path, dirs):
+        ts = read_tasks(d / "tasks.parquet")
+        shutil.copytree(d / "repos", repos, dirs_exist_ok=True)
+        copy_task_envs(ts, str(d / "envs"), str(envs))
+        tasks += ts
+    pytest_env(str(envs))
+    plugin_env(str(envs))
+    return tasks, str(repos), str(envs)
+
+
+def _env_images(tasks, envs: str) -> None:
+    """Build each environment's image before any clock starts (tags are reused)."""
+    import docker
+
+    from codeloop.sandbox.env_images import env_image
+
+    client = docker.from_env()
+    for name in sorted({t.environment for t in tasks if t.environment}):
+        env_image(client, os.path.join(envs, name), IMAGE)
+
+
+def minted_main(dirs: list[str], workers: int) -> None:
+    root = Path(tempfile.mkdtemp(prefix="bench-judge-real-"))
+    try:
+        tasks, repos, envs = load_minted(dirs, root)
+        pairs = [(t, p) for t in tasks for p in (t.patch, "", FORCE_PASS)]
+        rows = [("codeloop judge, local", *run_codeloop_cold(pairs, repos, envs, "local", workers)),
+                ("  the same, no variant run", *run_codeloop_cold(
+                    pairs, repos, envs, "local", workers, JudgeConfig(variant_targets=0)))]
+        if _docker_ok():
+            _env_images(tasks, envs)
+            rows.append(("codeloop judge, docker",
+                         *run_codeloop_cold(pairs, repos, envs, "docker", workers)))
+            rows.append(("docker run per prediction",
+                         *run_docker_pairs(pairs, repos, envs, workers, str(root))))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    names = sorted({t.repo for t in tasks})
+    print(f"{len(pairs)} predictions on {len(tasks)} tasks of {len(names)} real repositories "
+          f"({', '.join(names)}), {workers} workers, all cold; truly resolved: {len(tasks)}")
+    _print(rows, len(pairs))
+
+
+def _print(rows, n: int) -> None:
+    base = dict((r[0], r[1]) for r in rows).get("docker run per prediction")
+    print(f"{'':28s} {'total s':>8s} {'s/pred':>7s} {'resolved':>8s} {'vs docker-run':>13s}")
+    for name, wall, resolved in rows:
+        ratio = f"{base / wall:12.2f}x" if base else "            -"
+        print(f"{name:28s} {wall:8.2f} {wall / n:7.3f} {resolved:8d} {ratio}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=16)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--modules", type=int, default=50)
     ap.add_argument("--tests", type=int, default=30)
+    ap.add_argument("--minted", nargs="+", default=[], metavar="DIR",
+                    help="codeloop mint output dirs: judge their real-repo tasks instead")
     a = ap.parse_args()
+    if a.minted:
+        minted_main(a.minted, a.workers)
+        return
     root = Path(tempfile.mkdtemp(prefix="bench-judge-"))
     try:
         task = make_repo_task(root, extra_modules=a.modules, extra_tests=a.tests)
@@ -170,14 +272,10 @@ def main() -> None:
         )
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    base = dict((r[0], r[1]) for r in rows).get("docker run per prediction")
     n_tests = len(_ids(task))
     print(f"{a.n} predictions x {n_tests} tests, {a.modules + 2} modules, {a.workers} workers; "
           f"truly resolved: {patches.count(task.patch)}")
-    print(f"{'':28s} {'total s':>8s} {'s/pred':>7s} {'resolved':>8s} {'vs docker-run':>13s}")
-    for name, wall, resolved in rows:
-        ratio = f"{base / wall:12.2f}x" if base else "            -"
-        print(f"{name:28s} {wall:8.2f} {wall / a.n:7.3f} {resolved:8d} {ratio}")
+    _print(rows, a.n)
 
 
 if __name__ == "__main__":
