@@ -201,7 +201,7 @@ def _env_images(tasks, envs: str) -> None:
         env_image(client, os.path.join(envs, name), IMAGE)
 
 
-def minted_main(dirs: list[str], workers: int) -> None:
+def minted_main(dirs: list[str], workers: int, out: str = "") -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-judge-real-"))
     try:
         tasks, repos, envs = load_minted(dirs, root)
@@ -221,6 +221,22 @@ def minted_main(dirs: list[str], workers: int) -> None:
     print(f"{len(pairs)} predictions on {len(tasks)} tasks of {len(names)} real repositories "
           f"({', '.join(names)}), {workers} workers, all cold; truly resolved: {len(tasks)}")
     _print(rows, len(pairs))
+    if out:
+        _write_csv(out, rows, len(pairs), len(tasks), len(names))
+
+
+def _write_csv(out: str, rows, n: int, n_tasks: int, n_repos: int) -> None:
+    """One row per runner: wall seconds, per prediction, resolved, speed over docker-run."""
+    import csv
+
+    base = dict((r[0], r[1]) for r in rows).get("docker run per prediction")
+    with open(out, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["runner", "predictions", "tasks", "repos", "total_s", "s_per_pred",
+                    "resolved", "truly_resolved", "speed_vs_docker_run"])
+        for name, wall, resolved in rows:
+            w.writerow([name.strip(), n, n_tasks, n_repos, round(wall, 2), round(wall / n, 3),
+                        resolved, n_tasks, round(base / wall, 2) if base else ""])
 
 
 def _print(rows, n: int) -> None:
@@ -239,9 +255,10 @@ def main() -> None:
     ap.add_argument("--tests", type=int, default=30)
     ap.add_argument("--minted", nargs="+", default=[], metavar="DIR",
                     help="codeloop mint output dirs: judge their real-repo tasks instead")
+    ap.add_argument("--out", default="", help="--minted: also write the rows as this CSV")
     a = ap.parse_args()
     if a.minted:
-        minted_main(a.minted, a.workers)
+        minted_main(a.minted, a.workers, a.out)
         return
     root = Path(tempfile.mkdtemp(prefix="bench-judge-"))
     try:
