@@ -16,7 +16,6 @@ from codeloop.evaluate.history import (
     update_pass_rates,
 )
 
-
 RULE = GateRule(tolerance=0.02)
 
 
