@@ -61,6 +61,17 @@ def test_building_twice_reuses_the_env_dir(tmp_path):
     assert sorted(p.name for p in (tmp_path / "envs").iterdir()) == [spec.spec_hash()]
 
 
+def test_two_builds_of_one_spec_in_two_places_are_the_same_bytes(tmp_path):
+    from codeloop.sandbox.env_trust import tree_digest
+
+    cache = shop_wheels(tmp_path)
+    spec = EnvSpec(python="3.11", requirements=("helperlib==1.0", "tinyunits==0.2"))
+    one = build_spec_env(spec, tmp_path / "one", cache)
+    other = build_spec_env(spec, tmp_path / "other" / "envs", cache)
+    assert list((one / "__pycache__").iterdir())  # compiled files are part of the content
+    assert tree_digest(one) == tree_digest(other)
+
+
 def test_a_half_made_env_dir_is_rebuilt_not_reused(tmp_path):
     cache = shop_wheels(tmp_path)
     spec = EnvSpec(python="3.11", requirements=("tinyunits==0.2",))
@@ -227,7 +238,7 @@ def test_the_docker_backend_runs_a_tasks_tests_in_its_envs_own_image(shop, tmp_p
         env_dir=str(own),
     )
     try:
-        assert ex.image == env_tag(own) == f"codeloop-env:{t.environment[:16]}"
+        assert ex.image == env_tag(own) == f"codeloop-env:{t.environment}"
         assert client.images.get(ex.image).labels["codeloop.env"] == t.environment
         ws = ex.workspaces.new_workspace()
         copy_tree(str(out / "repos" / t.snapshot), ws)

@@ -217,7 +217,7 @@ def test_a_minted_task_s_failing_tests_pass_with_the_fix_in_its_env(minted, tmp_
                        envs_root=str(envs), env_dir=str(envs / t.environment))
     try:
         if backend == "docker":
-            assert ex.image == f"codeloop-env:{t.environment[:16]}"
+            assert ex.image == f"codeloop-env:{t.environment}"
         ws = ex.workspaces.new_workspace()
         copy_tree(str(minted / "repos" / t.snapshot), ws)  # the pristine tree: base + fix
         report = run_pytest(ex, ws, t.fail_to_pass, env_paths(t, str(envs)), 60)
