@@ -77,10 +77,12 @@ def store_snapshot(src_dir: str, repos_dir: str) -> str:
     return sha
 
 
-def _write(root: Path, files: dict[str, str]) -> None:
+def write_files(root: Path, files: dict[str, str]) -> Path:
+    """Each relative path's text under root; returns root."""
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
+    return root
 
 
 def make_repo_task(root: str | Path, extra_modules: int = 0, extra_tests: int = 0) -> Task:
@@ -100,14 +102,14 @@ def make_repo_task(root: str | Path, extra_modules: int = 0, extra_tests: int = 
     )
     if extra_tests:
         files["tests/test_many.py"] = '"""Many small tests."""' + tests
-    _write(pristine, files)
+    write_files(pristine, files)
     # history an agent would mine for the fix: the base must hold no .git at all
-    _write(pristine, {".git/HEAD": "ref: refs/heads/main\n", ".git/FIX": "return a + b\n"})
+    write_files(pristine, {".git/HEAD": "ref: refs/heads/main\n", ".git/FIX": "return a + b\n"})
     shutil.copytree(pristine, buggy, ignore=shutil.ignore_patterns(".git"))
     ops = buggy / "calc/ops.py"
     ops.write_text(ops.read_text().replace(GOLD_EDIT[2], GOLD_EDIT[1]))
     shutil.copytree(buggy, tested)
-    _write(tested, {"tests/test_f2p.py": F2P})
+    write_files(tested, {"tests/test_f2p.py": F2P})
     visible = ["tests/test_visible.py::test_mul", "tests/test_visible.py::test_shout",
                "tests/test_visible.py::test_add_zero", "tests/test_f2p.py::test_add_positive"]
     visible += [f"tests/test_many.py::test_value_{i}" for i in range(extra_tests)]

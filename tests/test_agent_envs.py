@@ -64,3 +64,13 @@ def test_an_executor_is_given_the_env_its_repository_tasks_all_share(tmp_path):
     assert one_env([repo(1, "e1"), repo(2, "e2")], str(tmp_path)) is None
     assert one_env([repo(1, ""), repo(2, "e1")], str(tmp_path)) is None
     assert one_env([fn], str(tmp_path)) is None
+
+
+@pytest.mark.parametrize("name", [".", "..", "../calc-deps", "/tmp"])
+def test_an_environment_that_is_no_plain_dir_name_gets_no_env_paths(tmp_path, name):
+    from codeloop.sandbox.env_trust import EnvTrustError
+
+    (tmp_path / "envs" / "calc-deps").mkdir(parents=True)
+    task = Task(task_id="t5", source="s", prompt="p", kind="repo", environment=name)
+    with pytest.raises(EnvTrustError, match="t5: environment .* is not one plain dir name"):
+        env_paths(task, str(tmp_path / "envs"))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -22,30 +21,15 @@ from codeloop.data.repos.envbuild import (
 from codeloop.data.repos.envspec import EnvSpec
 from codeloop.data.repos.mint import MintConfig, mint_repo
 from codeloop.io import read_json, read_tasks, write_tasks
-from tests.test_mint_deps import SHOP, _write, make_wheel
+from tests._repo_fixture import write_files
+from tests._wheel_shop import SHOP, make_wheel, mint_shop, offline_pip, shop_wheels
 
 
 @pytest.fixture(autouse=True)
-def _offline(monkeypatch):
+def _offline():
     # every install here must come from the local wheels: a registry would hide a bad pin
-    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
-    monkeypatch.setenv("PIP_RETRIES", "0")
-    monkeypatch.setenv("PIP_TIMEOUT", "2")
-
-
-def _wheels(tmp: Path) -> Path:
-    cache = tmp / "wheels"
-    make_wheel(
-        cache,
-        "helperlib",
-        "1.0",
-        {
-            "helperlib.py": "from tinyunits import HUNDRED\n\n\ndef cents(x):\n    return x * HUNDRED\n"
-        },  # noqa: E501
-        ["tinyunits>=0.2"],
-    )
-    make_wheel(cache, "tinyunits", "0.2", {"tinyunits.py": "HUNDRED = 100\n"})
-    return cache
+    with offline_pip():
+        yield
 
 
 def test_the_spec_hash_is_stable_and_changes_when_a_pin_changes():
@@ -65,7 +49,7 @@ def test_a_requirement_that_is_not_pinned_is_refused():
 
 
 def test_building_twice_reuses_the_env_dir(tmp_path):
-    cache = _wheels(tmp_path)
+    cache = shop_wheels(tmp_path)
     spec = EnvSpec(python="3.11", requirements=("helperlib==1.0", "tinyunits==0.2"))
     first = build_spec_env(spec, tmp_path / "envs", cache)
     assert first.name == spec.spec_hash() and env_complete(first)
@@ -77,8 +61,19 @@ def test_building_twice_reuses_the_env_dir(tmp_path):
     assert sorted(p.name for p in (tmp_path / "envs").iterdir()) == [spec.spec_hash()]
 
 
+def test_two_builds_of_one_spec_in_two_places_are_the_same_bytes(tmp_path):
+    from codeloop.sandbox.env_trust import tree_digest
+
+    cache = shop_wheels(tmp_path)
+    spec = EnvSpec(python="3.11", requirements=("helperlib==1.0", "tinyunits==0.2"))
+    one = build_spec_env(spec, tmp_path / "one", cache)
+    other = build_spec_env(spec, tmp_path / "other" / "envs", cache)
+    assert list((one / "__pycache__").iterdir())  # compiled files are part of the content
+    assert tree_digest(one) == tree_digest(other)
+
+
 def test_a_half_made_env_dir_is_rebuilt_not_reused(tmp_path):
-    cache = _wheels(tmp_path)
+    cache = shop_wheels(tmp_path)
     spec = EnvSpec(python="3.11", requirements=("tinyunits==0.2",))
     half = tmp_path / "envs" / spec.spec_hash()
     half.mkdir(parents=True)  # what a killed copy leaves: no spec.json
@@ -88,7 +83,7 @@ def test_a_half_made_env_dir_is_rebuilt_not_reused(tmp_path):
 
 
 def test_a_pin_missing_from_the_wheel_cache_fails_with_pips_error(tmp_path):
-    cache = _wheels(tmp_path)
+    cache = shop_wheels(tmp_path)
     spec = EnvSpec(python="3.11", requirements=("helperlib==9.9",))
     with pytest.raises(
         EnvBuildError,
@@ -103,7 +98,7 @@ def test_mint_refuses_a_repository_that_needs_another_python(tmp_path):
     files = {**SHOP, "pyproject.toml": '[project]\nname = "shop"\nrequires-python = "<3.10"\n'}
     with pytest.raises(ValueError, match=f"needs python 3.9; sandbox has {sandbox_python()}"):
         mint_repo(
-            _write(tmp_path / "shop", files),
+            write_files(tmp_path / "shop", files),
             tmp_path / "out",
             MintConfig(max_tasks=1, workers=1, wheel_cache=str(tmp_path / "w")),
         )
@@ -112,19 +107,7 @@ def test_mint_refuses_a_repository_that_needs_another_python(tmp_path):
 @pytest.fixture(scope="module")
 def shop(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("envspec")
-    cache = _wheels(tmp)
-    old = {k: os.environ.get(k) for k in ("PIP_INDEX_URL", "PIP_RETRIES")}
-    os.environ.update(PIP_INDEX_URL="http://127.0.0.1:9/simple", PIP_RETRIES="0")
-    try:
-        res = mint_repo(
-            _write(tmp / "shop", SHOP),
-            tmp / "out",
-            MintConfig(max_tasks=2, workers=2, wheel_cache=str(cache)),
-        )
-    finally:
-        for k, v in old.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
-    return tmp / "out", res
+    return tmp / "out", mint_shop(tmp, max_tasks=2)
 
 
 def test_a_minted_task_names_its_spec_by_hash_and_carries_it(shop):
@@ -255,7 +238,7 @@ def test_the_docker_backend_runs_a_tasks_tests_in_its_envs_own_image(shop, tmp_p
         env_dir=str(own),
     )
     try:
-        assert ex.image == env_tag(own) == f"codeloop-env:{t.environment[:16]}"
+        assert ex.image == env_tag(own) == f"codeloop-env:{t.environment}"
         assert client.images.get(ex.image).labels["codeloop.env"] == t.environment
         ws = ex.workspaces.new_workspace()
         copy_tree(str(out / "repos" / t.snapshot), ws)
@@ -294,7 +277,7 @@ def test_one_docker_executor_runs_each_environment_s_tests_in_that_environment_s
     t = res.tasks[0]
     envs = tmp_path / "envs"
     shutil.copytree(out / "envs", envs)
-    cache = _wheels(tmp_path)  # helperlib 2.0 counts in tenths of a cent: test_total fails
+    cache = shop_wheels(tmp_path)  # helperlib 2.0 counts in tenths of a cent: test_total fails
     make_wheel(cache, "helperlib", "2.0", {"helperlib.py": "def cents(x):\n    return x * 1000\n"})
     other = EnvSpec(python=sandbox_python(), requirements=("helperlib==2.0",))
     build_spec_env(other, envs, cache)

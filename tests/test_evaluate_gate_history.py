@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from codeloop.evaluate.gate import decide
+from codeloop.evaluate.gate import GateRule, decide
 from codeloop.evaluate.history import (
     HistoryError,
     append_iteration,
@@ -15,6 +15,8 @@ from codeloop.evaluate.history import (
     read_pass_rates,
     update_pass_rates,
 )
+
+RULE = GateRule(tolerance=0.02)
 
 
 def _eval(**p1):
@@ -28,34 +30,34 @@ def _row(it, **p1):
 
 
 def test_first_candidate_is_promoted_without_a_baseline():
-    d = decide(_eval(humaneval=0.1), None, 0.02)
+    d = decide(_eval(humaneval=0.1), None, RULE)
     assert d.promote and "no promoted iteration" in d.notes[0]
 
 
 def test_a_drop_beyond_tolerance_is_refused_with_the_set_named():
-    d = decide(_eval(humaneval=0.05, heldout=0.5), _row(3, humaneval=0.10, heldout=0.5), 0.02)
+    d = decide(_eval(humaneval=0.05, heldout=0.5), _row(3, humaneval=0.10, heldout=0.5), RULE)
     assert not d.promote
     assert any("humaneval" in r and "iter-0003" in r for r in d.reasons)
 
 
 def test_a_drop_within_tolerance_is_promoted():
-    assert decide(_eval(humaneval=0.09), _row(1, humaneval=0.10), 0.02).promote
+    assert decide(_eval(humaneval=0.09), _row(1, humaneval=0.10), RULE).promote
 
 
 def test_a_hacking_alarm_refuses_promotion_even_when_pass_at_1_improves():
     d = decide(
-        _eval(humaneval=0.5), _row(1, humaneval=0.1), 0.02, alarms=["reward up, hidden down"]
+        _eval(humaneval=0.5), _row(1, humaneval=0.1), RULE, alarms=["reward up, hidden down"]
     )
     assert not d.promote and "hacking alarm" in d.reasons[0]
 
 
 def test_infra_errors_in_evaluation_refuse_promotion():
     ev = {"sets": {"humaneval": {"pass@1": 0.5, "infra_errors": 2}}}
-    assert not decide(ev, None, 0.02).promote
+    assert not decide(ev, None, RULE).promote
 
 
 def test_a_frozen_set_missing_from_the_candidate_is_refused():
-    assert not decide(_eval(heldout=0.9), _row(1, humaneval=0.1, heldout=0.5), 0.02).promote
+    assert not decide(_eval(heldout=0.9), _row(1, humaneval=0.1, heldout=0.5), RULE).promote
 
 
 def test_history_round_trips_rows_with_per_set_pass_at_1(tmp_path):

@@ -196,3 +196,39 @@ def test_a_promotion_without_task_results_drops_the_stale_ones(workspace):
     paths.eval_tasks.unlink()
     keep_eval_tasks(paths, "iter-0005")
     assert not paths.eval_baseline.exists()
+
+
+def test_a_corrupt_kept_baseline_sends_the_gate_unpaired_with_a_reason_naming_the_file(workspace):
+    params, paths = workspace
+    keep_eval_tasks(paths, "iter-0004")
+    paths.eval_baseline.write_text('{"tag": "iter-0004", "sets": {')
+    got = task_results(params, paths, {"task_counts": {"h": PROMOTED}}, {"tag": "iter-0004"})
+    ev = {"sets": {"h": {"pass@1": 0.5, "infra_errors": 0}}}
+    d = decide(ev, {"tag": "iter-0004", "pass_at_1": {"h": 0.5}}, RULE, [], got)
+    assert d.paired["h"]["verdict"] == "unpaired"
+    assert f"{paths.eval_baseline}: not valid JSON" in d.notes[0]
+
+
+@pytest.mark.parametrize(("content", "field"), [
+    ('["iter-0004"]', "top level must be an object"),
+    ('{"tag": "iter-0004", "sets": []}', "field 'sets'"),
+    ('{"tag": "iter-0004", "sets": {"h": [1, 2]}}', "field 'sets.h'"),
+    ('{"tag": "iter-0004", "sets": {"h": {"t0": [3, 2]}}}', "field 'sets.h.t0'"),
+    ('{"tag": "iter-0004", "sets": {"h": {"t0": "1/2"}}}', "field 'sets.h.t0'"),
+    ('{"tag": 4, "sets": {}}', "field 'tag'"),
+])
+def test_a_badly_shaped_kept_baseline_is_named_by_file_and_field(workspace, content, field):
+    params, paths = workspace
+    paths.eval_baseline.parent.mkdir(parents=True)
+    paths.eval_baseline.write_text(content)
+    got = task_results(params, paths, {"task_counts": {"h": PROMOTED}}, {"tag": "iter-0004"})
+    assert got.promoted is None
+    assert str(paths.eval_baseline) in got.why and field in got.why
+
+
+def test_misshapen_task_results_are_not_kept_as_the_next_baseline(workspace):
+    _, paths = workspace
+    keep_eval_tasks(paths, "iter-0004")
+    paths.eval_tasks.write_text('{"sets": {"h": {"t0": [1]}}}')
+    keep_eval_tasks(paths, "iter-0005")
+    assert not paths.eval_baseline.exists()

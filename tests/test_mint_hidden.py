@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from codeloop.agent.workspace import materialize_base
 from codeloop.data.repos.hide import choose_hidden, split_file
 from codeloop.data.repos.mint import MintConfig, mint_repo
+from tests._repo_fixture import write_files
 
 SRC = {
     "calc/__init__.py": "",
@@ -30,17 +30,10 @@ SRC = {
 }
 
 
-def _write(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
-
-
 @pytest.fixture(scope="module")
 def minted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hide")
-    src = _write(tmp / "calc-repo", SRC)
+    src = write_files(tmp / "calc-repo", SRC)
     cfg = MintConfig(max_tasks=8, seed=0, workers=2, hidden_fraction=0.5)
     res = mint_repo(src, tmp / "out", cfg)
     hid = [t for t in res.tasks if t.hidden_tests]
@@ -133,7 +126,7 @@ def test_split_file_keeps_helpers_in_both_and_each_test_in_one():
 
 
 def test_never_every_failing_function_is_hidden(tmp_path):
-    _write(tmp_path, SRC)
+    write_files(tmp_path, SRC)
     f2p = ["tests/test_ops.py::test_add", "tests/test_ops.py::test_add_zero"]
     got = choose_hidden(f2p, 1.0, "k", f2p[0], tmp_path)
     assert got == {"tests/test_ops.py": {"test_add_zero"}}

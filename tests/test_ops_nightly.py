@@ -10,7 +10,6 @@ of the snapshot taken after the night it is about.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from codeloop.evaluate.history import read_iterations
 from codeloop.ops.nights import nights_table, read_nights
 from codeloop.ops.vcs import WorkspaceError, workspace_lock
 from codeloop.paths import Paths
-from tests._toy_pipeline import git, make_toy_repo, set_toy
+from tests._toy_pipeline import git, make_toy_repo, set_toy, stage_env
 
 pytestmark = pytest.mark.slow
 
@@ -54,27 +53,24 @@ def nights(tmp_path_factory, prefect_harness) -> dict:
 
     root = tmp_path_factory.mktemp("nightly")
     repo = make_toy_repo(root)
-    # dvc.yaml says `python`: the venv's interpreter must come first on PATH.
-    old_path = os.environ["PATH"]
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{old_path}"
     os.environ["TOY_CANDIDATES_LOG"] = str(root / "candidates.log")
 
     def run(r: Path):
         return nightly(repo=str(r), pull=False)
 
     try:
-        snaps = {"passed": _attempt(run, repo)}
-        set_toy(repo, score=10)  # pass@1 0.5 -> 0.1: beyond tolerance
-        snaps["refused_head"] = git(repo, "rev-parse", "HEAD")
-        snaps["refused"] = _attempt(run, repo)
-        set_toy(repo, fail=True)
-        snaps["failed_head"] = git(repo, "rev-parse", "HEAD")
-        snaps["failed"] = _attempt(run, repo)
-        (repo / "params.yaml").write_text((repo / "params.yaml").read_text() + "\n# edit\n")
-        snaps["dirty"] = _attempt(run, repo)
-        git(repo, "checkout", "--", "params.yaml")
+        with stage_env():  # dvc.yaml says `python`: the venv's python first on PATH
+            snaps = {"passed": _attempt(run, repo)}
+            set_toy(repo, score=10)  # pass@1 0.5 -> 0.1: beyond tolerance
+            snaps["refused_head"] = git(repo, "rev-parse", "HEAD")
+            snaps["refused"] = _attempt(run, repo)
+            set_toy(repo, fail=True)
+            snaps["failed_head"] = git(repo, "rev-parse", "HEAD")
+            snaps["failed"] = _attempt(run, repo)
+            (repo / "params.yaml").write_text((repo / "params.yaml").read_text() + "\n# edit\n")
+            snaps["dirty"] = _attempt(run, repo)
+            git(repo, "checkout", "--", "params.yaml")
     finally:
-        os.environ["PATH"] = old_path
         del os.environ["TOY_CANDIDATES_LOG"]
     snaps["repo"] = repo
     snaps["candidates"] = (root / "candidates.log").read_text().split()

@@ -14,7 +14,7 @@ import pytest
 
 from codeloop.ops.nights import read_nights
 from flows._server import ATTACHED_ENV
-from tests._toy_pipeline import REPO_ROOT, git, make_toy_repo
+from tests._toy_pipeline import git, make_toy_repo, stage_env
 
 pytestmark = pytest.mark.slow
 
@@ -23,12 +23,12 @@ def _kill_mid_train(repo: Path, hang: Path, home: Path) -> int:
     """`python -m flows.nightly` in its own process group, SIGKILLed once train stands.
 
     The run gets a Prefect home of its own and no server URL: one that an earlier test of
-    the session attached to (flows/_server.py) may be gone by now."""
+    the session attached to (flows/_server.py) may be gone by now. PATH and PYTHONPATH come
+    from the caller's stage_env."""
     hang.touch()
     inherited = {k: v for k, v in os.environ.items()
                  if k not in ("PREFECT_API_URL", ATTACHED_ENV)}
-    env = {**inherited, "TOY_HANG_FILE": str(hang), "PYTHONPATH": str(REPO_ROOT),
-           "PREFECT_HOME": str(home), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {**inherited, "TOY_HANG_FILE": str(hang), "PREFECT_HOME": str(home)}
     log = home.parent / "killed-night.log"
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "flows.nightly", "--no-pull", "--no-push"],
@@ -56,15 +56,11 @@ def killed_and_resumed(tmp_path_factory, prefect_harness) -> dict:
 
     root = tmp_path_factory.mktemp("killed")
     repo = make_toy_repo(root)
-    old_path = os.environ["PATH"]
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{old_path}"
-    try:
+    with stage_env():
         first = nightly(repo=str(repo), pull=False)
         rc = _kill_mid_train(repo, root / "hang", root / "prefect-home")
         dirty = git(repo, "status", "--porcelain", "--untracked-files=no")
         second = nightly(repo=str(repo), pull=False)
-    finally:
-        os.environ["PATH"] = old_path
     return {"repo": repo, "first": first, "rc": rc, "dirty": dirty, "second": second}
 
 

@@ -6,7 +6,6 @@ are checked on the real tiny run in tests/test_pipeline_e2e.py."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,14 +13,14 @@ from pathlib import Path
 import pytest
 
 from codeloop.ops.report import build_report, render
-from tests._toy_pipeline import REPO_ROOT, git, make_toy_repo, set_toy
+from tests._toy_pipeline import REPO_ROOT, git, make_toy_repo, set_toy, stage_env
 
 pytestmark = pytest.mark.slow
 
 
 def _dvc_repro(repo: Path) -> None:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=repo, env=env, check=True,
+    """`dvc repro` in repo, under the caller's stage_env (its stages say `python`)."""
+    subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=repo, check=True,
                    capture_output=True)
 
 
@@ -32,9 +31,7 @@ def reports(tmp_path_factory, prefect_harness) -> dict:
     from flows.nightly import nightly
 
     repo = make_toy_repo(tmp_path_factory.mktemp("report"))
-    old_path = os.environ["PATH"]
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{old_path}"
-    try:
+    with stage_env():
         _dvc_repro(repo)
         out = {"unpromoted": build_report(repo)}
         git(repo, "checkout", "--", ".")
@@ -43,8 +40,6 @@ def reports(tmp_path_factory, prefect_harness) -> dict:
         set_toy(repo, score=60)
         _dvc_repro(repo)
         out["later"] = build_report(repo)
-    finally:
-        os.environ["PATH"] = old_path
     cli = subprocess.run([sys.executable, "-m", "codeloop.cli", "report", "--root", str(repo)],
                          cwd=REPO_ROOT, capture_output=True, text=True, check=True)
     out["cli_text"] = cli.stdout

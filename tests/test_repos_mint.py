@@ -14,6 +14,7 @@ from codeloop.config import parse_params
 from codeloop.data.curate import curate
 from codeloop.data.repos.mint import MintConfig, mint_repo
 from codeloop.io import read_json, read_tasks
+from tests._repo_fixture import write_files
 
 REPO = Path(__file__).resolve().parents[1]
 SDIST = REPO / ".cache" / "mint" / "inflection-0.5.1.tar.gz"
@@ -69,13 +70,6 @@ def test_a_minted_statement_never_shows_the_changed_line(minted):
         assert "Failure:" in t.prompt and quoted in t.fail_to_pass
 
 
-def _write(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
-
-
 SMALL = {
     "calc/__init__.py": "",
     "calc/ops.py": "def add(a, b):\n    return a + b\n\n\ndef limit(x):\n    if x > 10:\n        return 10\n    return x\n",  # noqa: E501
@@ -88,7 +82,7 @@ SMALL = {
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("small")
-    src = _write(tmp / "calc-repo", SMALL)
+    src = write_files(tmp / "calc-repo", SMALL)
     res = mint_repo(src, tmp / "out", MintConfig(max_tasks=20, seed=0, workers=2,
                                                  hidden_fraction=0.5))
     return res, tmp / "out"
@@ -138,7 +132,7 @@ def test_hidden_tests_live_in_files_of_their_own_and_the_quoted_test_stays_visib
 
 
 def test_a_repository_whose_suite_does_not_collect_is_refused(tmp_path):
-    src = _write(tmp_path / "bad", {"pkg.py": "x = 1\n", "test_pkg.py": "import nonexistent\n"})
+    src = write_files(tmp_path / "bad", {"pkg.py": "x = 1\n", "test_pkg.py": "import nonexistent\n"})
     with pytest.raises(RuntimeError, match="does not collect|no test"):
         mint_repo(src, tmp_path / "out", MintConfig(max_tasks=2, workers=1))
 
@@ -169,10 +163,10 @@ DEP_REPO = {
 
 
 def test_a_repo_with_dependencies_mints_with_its_env_dir_and_clean_verifies_it(tmp_path):
-    src = _write(tmp_path / "shop", DEP_REPO)
+    src = write_files(tmp_path / "shop", DEP_REPO)
     with pytest.raises(RuntimeError, match="does not collect|no test"):
         mint_repo(src, tmp_path / "nodeps", MintConfig(max_tasks=2, workers=1))
-    deps = _write(tmp_path / "deps", {"helperlib.py": "def cents(x):\n    return x * 100\n"})
+    deps = write_files(tmp_path / "deps", {"helperlib.py": "def cents(x):\n    return x * 100\n"})
     res = mint_repo(src, tmp_path / "out", MintConfig(max_tasks=3, workers=2, deps=str(deps)))
     env = res.tasks[0].environment
     assert (
@@ -223,7 +217,7 @@ def test_a_minted_task_s_failing_tests_pass_with_the_fix_in_its_env(minted, tmp_
                        envs_root=str(envs), env_dir=str(envs / t.environment))
     try:
         if backend == "docker":
-            assert ex.image == f"codeloop-env:{t.environment[:16]}"
+            assert ex.image == f"codeloop-env:{t.environment}"
         ws = ex.workspaces.new_workspace()
         copy_tree(str(minted / "repos" / t.snapshot), ws)  # the pristine tree: base + fix
         report = run_pytest(ex, ws, t.fail_to_pass, env_paths(t, str(envs)), 60)

@@ -156,3 +156,13 @@ def test_the_expert_fixes_a_swebench_task_it_knows_no_function_name_of(instances
             assert text.count(c["args"]["old"]) == 1
             text = text.replace(c["args"]["old"], c["args"]["new"])
     assert text == FIXED and "search" in [c["tool"] for c in calls]
+
+
+def test_a_row_whose_environment_is_a_path_is_quarantined_naming_the_field(instances, tmp_path):
+    tmp, path = instances
+    row = {**read_jsonl(path)[0], "codeloop_environment": "../../envs"}
+    (tmp_path / "rows.jsonl").write_text(json.dumps(row) + "\n")
+    res = load_source(_spec(tmp_path / "rows.jsonl"), tmp_path / "store", str(tmp / "clones"))
+    assert not res.tasks
+    assert [q["field"] for q in res.quarantine_rows] == ["environment"]
+    assert "not one plain dir name" in res.quarantine_rows[0]["reason"]

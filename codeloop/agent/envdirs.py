@@ -22,6 +22,7 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from codeloop.sandbox.env_trust import check_name
 from codeloop.sandbox.pool import child_python
 from codeloop.schema import Task
 
@@ -57,8 +58,13 @@ def _module_files(name: str) -> list[tuple[str, Path]]:
 def _compile(tree: str) -> None:
     """Byte-compile with the interpreter sandbox children run: the env dir is mounted
     read-only and tests run with -B, so without this every test run recompiles
-    pytest. (Same 3.11 magic as the venv; a mismatch would only cost the recompile.)"""
-    proc = subprocess.run([child_python(), "-m", "compileall", "-q", "-j", "0", tree],
+    pytest. (Same 3.11 magic as the venv; a mismatch would only cost the recompile.)
+    The compiled files are checked by source hash, not mtime, and name their sources
+    relative to the tree (the import system puts the real path back at load), so two
+    builds of the same files are the same bytes (one content digest,
+    codeloop.sandbox.env_trust) wherever they were built."""
+    proc = subprocess.run([child_python(), "-m", "compileall", "-q", "-j", "0",
+                           "--invalidation-mode", "checked-hash", "-s", tree, tree],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"compileall of {tree} failed: {proc.stderr.strip()[-500:]}")
@@ -168,13 +174,14 @@ def _check_interpreter(task: Task, env_dir: str) -> None:
 
 def env_paths(task: Task, envs_root: str | None = None) -> list[str]:
     """Host dirs to put on the test command's PYTHONPATH for ``task``: the task's own
-    environment dir (``task.environment``, a dir name under ``envs_root``; FileNotFoundError
-    if missing, InterpreterMismatch if built for another python), pytest's, and our plugin's. All lie under ``envs_root`` (default: the
-    working dir's data/clean/envs, as agent.envs_dir)."""
+    environment dir (``task.environment``, one plain dir name under ``envs_root``:
+    EnvTrustError for anything else; FileNotFoundError if missing, InterpreterMismatch if
+    built for another python), pytest's, and our plugin's. All lie under ``envs_root``
+    (default: the working dir's data/clean/envs, as agent.envs_dir)."""
     envs_root = os.path.abspath(envs_root or DEFAULT_ENVS)
     out = []
     if task.environment:
-        own = os.path.join(envs_root, task.environment)
+        own = os.path.join(envs_root, check_name(task.environment, f"task {task.task_id}"))
         if not os.path.isdir(own):
             raise FileNotFoundError(f"task {task.task_id}: environment {own} does not exist")
         _check_interpreter(task, own)

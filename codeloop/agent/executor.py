@@ -18,6 +18,7 @@ from codeloop.agent.envdirs import plugin_env, pytest_env
 from codeloop.config import AgentConfig, SandboxConfig
 from codeloop.sandbox import make_executor
 from codeloop.sandbox.base import Executor
+from codeloop.sandbox.env_trust import DIGEST_KEY, check_digest, check_name, tree_digest
 from codeloop.schema import Task, by_kind
 
 
@@ -63,24 +64,38 @@ def one_env(tasks: list[Task], envs: str) -> str | None:
 
 def copy_task_envs(tasks: list[Task], clean_envs: str, envs: str) -> str:
     """Copy each repository task's own environment dir from ``clean_envs`` into ``envs``
-    once (FileNotFoundError naming the task when it is missing); returns ``envs``."""
+    once (FileNotFoundError naming the task when it is missing) and check it, copied now
+    or found there, against the content digest its task was verified with (EnvTrustError
+    when the name is not one plain dir name, the dir holds a link, or its content changed
+    since); returns ``envs``."""
     os.makedirs(envs, exist_ok=True)
     os.chmod(envs, 0o755)
+    checked: dict[str, str] = {}  # environment -> its dir's digest
     for t in by_kind(tasks)["repo"]:
         if not t.environment:
             continue
-        dest = os.path.join(envs, t.environment)
-        if os.path.isdir(dest):
-            continue
-        src = os.path.join(clean_envs, t.environment)
-        if not os.path.isdir(src):
-            raise FileNotFoundError(f"task {t.task_id}: environment {src} does not exist")
-        tmp = dest + f".tmp{os.getpid()}.{threading.get_ident()}"
-        shutil.copytree(src, tmp, symlinks=False)
-        try:
-            os.rename(tmp, dest)  # whole or absent: a killed copy never passes for a built env
-        except OSError:
-            if not os.path.isdir(dest):
-                raise
-            shutil.rmtree(tmp)  # another thread or process copied it first: theirs stands
+        who = f"task {t.task_id}"
+        dest = os.path.join(envs, check_name(t.environment, who))
+        if t.environment not in checked:
+            if not os.path.lexists(dest):
+                _copy_env_dir(os.path.join(clean_envs, t.environment), dest, who)
+            checked[t.environment] = tree_digest(dest)
+        expected = t.metadata.get(DIGEST_KEY, "")
+        if expected and expected != checked[t.environment]:
+            check_digest(dest, expected, who)  # raises, naming the dir
     return envs
+
+
+def _copy_env_dir(src: str, dest: str, who: str) -> None:
+    """``src`` copied to ``dest`` whole or not at all; links are copied as links (never
+    followed: the digest check then refuses them)."""
+    if not os.path.isdir(src):
+        raise FileNotFoundError(f"{who}: environment {src} does not exist")
+    tmp = dest + f".tmp{os.getpid()}.{threading.get_ident()}"
+    shutil.copytree(src, tmp, symlinks=True)
+    try:
+        os.rename(tmp, dest)  # whole or absent: a killed copy never passes for a built env
+    except OSError:
+        if not os.path.isdir(dest):
+            raise
+        shutil.rmtree(tmp)  # another thread or process copied it first: theirs stands

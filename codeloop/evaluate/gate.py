@@ -65,13 +65,12 @@ class TaskResults:
 def decide(
     eval_metrics: dict[str, Any],
     baseline: dict[str, Any] | None,
-    rule: GateRule | float,
+    rule: GateRule,
     alarms: list[str] | None = None,
     tasks: TaskResults | None = None,
 ) -> GateDecision:
     """Gate decision from metrics/eval.json contents, the last promoted history row and
     (for the paired test) both policies' per-task results."""
-    rule = rule if isinstance(rule, GateRule) else GateRule(float(rule))
     sets = eval_metrics.get("sets") or {}
     cand = {name: float(m.get("pass@1", 0.0)) for name, m in sorted(sets.items())}
     base = dict((baseline or {}).get("pass_at_1") or {})

@@ -19,6 +19,11 @@ An empty file, a header-only file and a missing file all mean "nothing promoted 
 
 ``history/pass_rates.json`` — ``{task_id: empirical pass rate in [0, 1]}`` of the
 promoted iteration's rollouts; the bucket stage reads it. ``{}`` means unknown.
+
+``history/eval_baseline.json`` — the promoted iteration's per-task frozen-set results
+(metrics/eval_tasks.json as promotion keeps it, plus its ``tag``): ``settings`` (what it
+was sampled under) and ``sets`` ``{frozen_set: {task_id: [passed, samples]}}``; the next
+nights' paired gate reads it (``read_task_results``).
 """
 
 from __future__ import annotations
@@ -248,6 +253,42 @@ def update_pass_rates(
     tmp.write_text(json.dumps(dict(sorted(merged.items())), indent=2) + "\n")
     os.replace(tmp, path)
     return merged
+
+
+def read_task_results(path: str | os.PathLike) -> dict[str, Any] | None:
+    """A per-task results file (metrics/eval_tasks.json or history/eval_baseline.json),
+    checked: None when absent; HistoryError naming the file and the bad field otherwise."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise HistoryError(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise HistoryError(f"{path}: top level must be an object, found {type(data).__name__}")
+    for name, kind in (("tag", str), ("settings", dict), ("sets", dict)):
+        if name in data and not isinstance(data[name], kind):
+            raise HistoryError(
+                f"{path}: field {name!r}: must be {kind.__name__}, found {type(data[name]).__name__}"
+            )
+    for name, counts in (data.get("sets") or {}).items():
+        if not isinstance(counts, dict):
+            raise HistoryError(f"{path}: field 'sets.{name}': must be an object task_id -> "
+                               f"[passed, samples], found {type(counts).__name__}")
+        for tid, pair in counts.items():
+            if not _is_count(pair):
+                raise HistoryError(f"{path}: field 'sets.{name}.{tid}': must be [passed, samples] "
+                                   f"with 0 <= passed <= samples, found {pair!r}")
+    return data
+
+
+def _is_count(pair: Any) -> bool:
+    if not isinstance(pair, list) or len(pair) != 2:
+        return False
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
+        return False
+    return 0 <= pair[0] <= pair[1]
 
 
 def pass_rates_from_trajectories(trajs: list) -> dict[str, float]:

@@ -8,12 +8,15 @@ tags the result. params.yaml is edited in place so its comments survive.
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 from codeloop.paths import Paths
+
+log = logging.getLogger(__name__)
 
 
 def set_param(params_path: str | Path, section: str, key: str, value: str) -> str:
@@ -83,11 +86,18 @@ def _copy_candidate(src: Path, target: Path, repo: Path) -> None:
 def keep_eval_tasks(paths: Paths, tag: str) -> None:
     """Keep the promoted candidate's per-task frozen-set results (metrics/eval_tasks.json)
     as history/eval_baseline.json, tagged, for the next nights' paired gate. Without them
-    the old file goes: a baseline of an older iteration must never pair with a newer one."""
-    from codeloop.io import read_json, write_json
+    the old file goes: a baseline of an older iteration must never pair with a newer one.
+    Misshapen results are not kept either (logged, naming the file and field)."""
+    from codeloop.evaluate.history import HistoryError, read_task_results
+    from codeloop.io import write_json
 
-    if paths.eval_tasks.exists():
-        write_json(paths.eval_baseline, {"tag": tag, **read_json(paths.eval_tasks)})
+    try:
+        kept = read_task_results(paths.eval_tasks)
+    except HistoryError as exc:
+        log.warning("not kept for the next gate: %s", exc)
+        kept = None
+    if kept is not None:
+        write_json(paths.eval_baseline, {**kept, "tag": tag})
     else:
         paths.eval_baseline.unlink(missing_ok=True)
 

@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from codeloop.config import Params
 from codeloop.evaluate.gate import GateRule, TaskResults, decide, hacking_alarms
-from codeloop.evaluate.history import make_row, next_iteration, plot_rows, read_iterations
+from codeloop.evaluate.history import (
+    HistoryError,
+    make_row,
+    next_iteration,
+    plot_rows,
+    read_iterations,
+    read_task_results,
+)
 from codeloop.io import read_json, read_tasks, write_json
 from codeloop.paths import Paths
 from codeloop.schema import Task
@@ -146,21 +153,28 @@ def task_results(
 ) -> TaskResults:
     """The candidate's per-task results (in ``eval_metrics`` or metrics/eval_tasks.json) and
     the promoted policy's from history/eval_baseline.json, when they were measured on that
-    same promoted iteration under the same settings."""
-    candidate = eval_metrics.get("task_counts")
-    if candidate is None:
-        candidate = _maybe_json(paths.eval_tasks).get("sets") or {}
-    cached = _maybe_json(paths.eval_baseline)
+    same promoted iteration under the same settings. An unreadable or misshapen results
+    file is not fatal: the gate falls back to unpaired, its reason naming the file and field."""
+    candidate, cached, bad = eval_metrics.get("task_counts"), {}, ""
+    try:
+        if candidate is None:
+            candidate = (read_task_results(paths.eval_tasks) or {}).get("sets") or {}
+        cached = read_task_results(paths.eval_baseline) or {}
+    except HistoryError as exc:  # unusable per-task results: the gate goes unpaired, saying why
+        log.warning("%s", exc)
+        bad = f"unusable per-task results: {exc}"
     why = ""
     if last is None:
         why = "nothing promoted yet"
+    elif bad:
+        why = bad
     elif not cached:
         why = f"no per-task results were kept for {last.get('tag', '')}"
     elif cached.get("tag") != last.get("tag"):
         why = f"the kept per-task results are {cached.get('tag')!r}'s, not {last.get('tag')!r}'s"
     elif cached.get("settings") != eval_settings(params):
         why = f"{last.get('tag')} was evaluated under other evaluate settings"
-    return TaskResults(candidate, None if why else cached.get("sets") or {}, why)
+    return TaskResults(candidate or {}, None if why else cached.get("sets") or {}, why)
 
 
 def write_eval(

@@ -10,6 +10,7 @@ from typing import Any
 
 from codeloop.data.repos import store
 from codeloop.data.repos.diffs import split_files
+from codeloop.sandbox.env_trust import name_problem
 from codeloop.schema import Task
 
 
@@ -36,6 +37,8 @@ def check_repo_task(task: Task, repos_dir: str | Path | None = None) -> tuple[st
         return "prompt", "empty problem statement"
     if not task.snapshot:
         return "snapshot", "missing snapshot"
+    if task.environment and name_problem(task.environment):
+        return "environment", name_problem(task.environment)
     if repos_dir is not None:
         try:
             store.snapshot_path(repos_dir, task.snapshot)

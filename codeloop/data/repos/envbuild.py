@@ -110,7 +110,7 @@ def copy_env(src: str | Path, envs_root: str | Path) -> Path | None:
         return dest
     Path(envs_root).mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{src.name[:16]}-", dir=envs_root))
-    shutil.copytree(src, tmp, dirs_exist_ok=True)
+    shutil.copytree(src, tmp, dirs_exist_ok=True, symlinks=True)  # a link is never followed
     if dest.exists():
         shutil.rmtree(dest)
     try:

@@ -7,6 +7,7 @@ reason; nothing is dropped silently.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from codeloop.data.repos import store
@@ -82,31 +83,73 @@ def load_task_dir(path: str | Path, repos_dir: str | Path):
 
 def _copy_env(root: Path, task: Task, repos_dir, built: dict) -> tuple[str, str] | None:
     """Put the task's env dir beside the store's snapshots (<repos_dir>/../envs, where the
-    clean stage's verifier and the agent env look); (field, reason) when it cannot be.
+    clean stage's verifier and the agent env look) and record its content digest in the
+    task (``metadata["env_digest"]``: every later copy or image is checked against it);
+    (field, reason) when it cannot be.
 
-    A task with an environment spec (``metadata["env_spec"]``, named by its hash) gets the
-    complete dir DIR/envs/<hash> copied, else one built from the wheels in DIR/wheels; a
-    spec whose interpreter is not the sandbox's, or whose build fails (pip's error), is
-    the reason. ``built``: each environment's outcome in this load (built once)."""
+    The name is one plain dir name (check_repo_task saw to it) and the dir must hold no
+    link (codeloop.sandbox.env_trust). A task with an environment spec (``metadata["env_spec"]``,
+    named by its hash) gets the complete dir DIR/envs/<hash> copied, else one built from
+    the wheels in DIR/wheels; a spec whose interpreter is not the sandbox's, or whose build
+    fails (pip's error), is the reason. A dir whose content is not what its task was minted
+    with, or that differs from the dir of that name another source put there first, is
+    the reason too: a task never runs in an env it was not made with. ``built``: each
+    (environment, minted digest)'s outcome in this load (done once)."""
+    from codeloop.sandbox.env_trust import DIGEST_KEY, EnvTrustError
+
     if not task.environment:
         return None
-    if "env_spec" not in task.metadata:  # an env dir named by its files (codeloop mint --deps)
-        return _copy_plain_env(root, task, repos_dir)
-    if task.environment not in built:
-        built[task.environment] = _spec_env(root, task, Path(repos_dir).parent / "envs")
-    got = built[task.environment]
-    return got and (got[0], f"task {task.task_id}: {got[1]}")
+    key = (task.environment, task.metadata.get(DIGEST_KEY, ""))
+    if key not in built:
+        envs = Path(repos_dir).parent / "envs"
+        try:
+            if "env_spec" in task.metadata:
+                built[key] = _spec_env(root, task, envs)
+            else:  # an env dir named by its files (codeloop mint --deps)
+                built[key] = _copy_plain_env(root, task, envs)
+        except EnvTrustError as exc:
+            built[key] = "environment", str(exc)
+    got = built[key]
+    if isinstance(got, tuple):
+        return got[0], f"task {task.task_id}: {got[1]}"
+    task.metadata[DIGEST_KEY] = got
+    return None
 
 
-def _spec_env(root: Path, task: Task, envs: Path) -> tuple[str, str] | None:
+def _source_digest(root: Path, task: Task) -> str:
+    """The content digest of DIR/envs/<name> ('' when there is none), after checking
+    (EnvTrustError) that it holds no link and is what the task was minted with."""
+    from codeloop.sandbox.env_trust import DIGEST_KEY, check_digest
+
+    src = root / "envs" / task.environment
+    if not os.path.lexists(src):
+        return ""
+    return check_digest(src, task.metadata.get(DIGEST_KEY, ""), f"environment {src.name[:16]}")
+
+
+def _taken(src: Path, dest: Path, src_digest: str) -> str:
+    """The digest of ``dest``, a complete dir of the name that was there first;
+    EnvTrustError when the source's own dir ``src`` has other content."""
+    from codeloop.sandbox.env_trust import EnvTrustError, tree_digest
+
+    got = tree_digest(dest)
+    if src_digest and got != src_digest:
+        raise EnvTrustError(f"env dir {src} differs from {dest}, the dir of that name "
+                            "another source put there first")
+    return got
+
+
+def _spec_env(root: Path, task: Task, envs: Path) -> tuple[str, str] | str:
     from codeloop.data.repos.envbuild import (
         EnvBuildError,
         build_spec_env,
         copy_env,
+        env_complete,
         interpreter_problem,
         sandbox_python,
     )
     from codeloop.data.repos.envspec import EnvSpec
+    from codeloop.sandbox.env_trust import tree_digest
 
     try:
         spec = EnvSpec.from_dict(task.metadata["env_spec"])
@@ -118,28 +161,32 @@ def _spec_env(root: Path, task: Task, envs: Path) -> tuple[str, str] | None:
     problem = interpreter_problem(spec, sandbox_python())
     if problem:
         return "environment", f"environment {task.environment[:16]}: {problem}"
-    if copy_env(root / "envs" / task.environment, envs) is not None:
-        return None
-    try:
-        build_spec_env(spec, envs, root / "wheels")
-    except EnvBuildError as exc:
-        return "environment", f"environment {task.environment[:16]} cannot be built: {exc}"
-    return None
+    src, dest = root / "envs" / task.environment, envs / task.environment
+    src_digest = _source_digest(root, task)
+    if env_complete(dest):
+        return _taken(src, dest, src_digest)
+    if not (src_digest and copy_env(src, envs)):
+        try:
+            build_spec_env(spec, envs, root / "wheels")
+        except EnvBuildError as exc:
+            return "environment", f"environment {task.environment[:16]} cannot be built: {exc}"
+    return tree_digest(dest)
 
 
-def _copy_plain_env(root: Path, task: Task, repos_dir) -> tuple[str, str] | None:
-    src = root / "envs" / task.environment
-    if "/" in task.environment or not src.is_dir():
+def _copy_plain_env(root: Path, task: Task, envs: Path) -> tuple[str, str] | str:
+    import shutil
+
+    src, dest = root / "envs" / task.environment, envs / task.environment
+    src_digest = _source_digest(root, task)
+    if not src_digest:
         return "environment", f"environment {task.environment!r} is not in {root / 'envs'}"
-    dst = Path(repos_dir).parent / "envs" / task.environment
-    if not dst.is_dir():
-        import shutil
-
-        tmp = Path(str(dst) + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(src, tmp)
-        tmp.rename(dst)
-    return None
+    if dest.is_dir():
+        return _taken(src, dest, src_digest)
+    tmp = Path(str(dest) + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp, symlinks=True)
+    tmp.rename(dest)
+    return src_digest
 
 
 def _copy_snapshot(src_repos: Path, sha: str, repos_dir) -> str:

@@ -377,9 +377,14 @@ def mint_repo(path: str | Path, out_dir: str | Path, cfg: MintConfig, backend: s
             ex.close()
         if cfg.env_name:  # the env travels with the tasks: clean copies it beside its snapshots
             from codeloop.agent.workspace import copy_tree
+            from codeloop.sandbox.env_trust import DIGEST_KEY, tree_digest
 
             (out / "envs" / cfg.env_name).mkdir(parents=True, exist_ok=True)
             copy_tree(str(envs / cfg.env_name), str(out / "envs" / cfg.env_name))
+            # what the tasks were validated in: clean checks the shipped dir against it
+            digest = tree_digest(envs / cfg.env_name)
+            for t in res.tasks:
+                t.metadata[DIGEST_KEY] = digest
         if cfg.env_spec:  # and the wheels its pins name, so clean can rebuild it offline
             from codeloop.data.repos.envbuild import copy_pinned_wheels
             from codeloop.data.repos.envspec import EnvSpec
