@@ -236,6 +236,32 @@ def table(rows: list[dict], baseline: str = "old-default") -> str:
     return "\n".join(lines)
 
 
+def spread_rows(rows: list[dict]) -> list[dict]:
+    """Per configuration and held-out set (each version's own, the common one): the
+    number of versions, mean, SD, min and max of pass@1 over them."""
+    out = []
+    for c in sorted({r["config"] for r in rows}):
+        mine = [r for r in rows if r["config"] == c]
+        for name, key in (("own", "pass@1"), ("common", "common@1")):
+            xs = [r[key] for r in mine if key in r]
+            if len(xs) < 2:
+                continue
+            out.append({"config": c, "set": name, "versions": len(xs),
+                        "mean": round(sum(xs) / len(xs), 4), "sd": round(_sd(xs), 4),
+                        "min": round(min(xs), 4), "max": round(max(xs), 4)})
+    return out
+
+
+def write_summary(rows: list[dict], path: Path) -> None:
+    import csv
+
+    spread = spread_rows(rows)
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, ["config", "set", "versions", "mean", "sd", "min", "max"])
+        w.writeheader()
+        w.writerows(spread)
+
+
 def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--params", default="params.yaml")
@@ -257,6 +283,8 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--common", default="",
                     help="perturbation whose held-out set every run is also scored on")
     ap.add_argument("--table", action="store_true", help="print the table of --out; exit")
+    ap.add_argument("--summary", default="",
+                    help="with --table: write per configuration and set the spread as this CSV")
     return ap.parse_args()
 
 
@@ -278,6 +306,8 @@ def main() -> int:
     out = Path(a.out)
     if a.table:
         print(table(_read(out)))
+        if a.summary:
+            write_summary(_read(out), Path(a.summary))
         return 0
     configs = {**{c: ALL_CONFIGS[c] for c in a.configs.split(",") if c}, **_extra_configs(a.config)}
     params = load_params(a.params)

@@ -63,3 +63,13 @@ def test_the_table_adds_the_common_set_spread_under_a_configuration_that_has_it(
     ]
     lines = table(rows).splitlines()
     assert lines[2].split()[:7] == ["on", "one", "common", "set", "0.500", "+-", "0.000"]
+
+
+def test_the_spread_rows_give_each_sets_sd_over_the_versions():
+    from bench.sft_stability import spread_rows
+
+    rows = [{"config": "params.yaml", "pass@1": x, "common@1": c}
+            for x, c in ((0.4, 0.5), (0.6, 0.5), (0.5, 0.5))]
+    got = {r["set"]: r for r in spread_rows(rows)}
+    assert (got["own"]["versions"], got["own"]["sd"], got["own"]["mean"]) == (3, 0.1, 0.5)
+    assert got["common"]["sd"] == 0.0
