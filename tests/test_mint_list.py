@@ -219,3 +219,16 @@ def test_every_repository_list_field_has_a_description():
 
     docs = field_docs(RepoEntry)
     assert set(docs) == set(RepoEntry.model_fields) and all(d.strip() for d in docs.values())
+
+
+def test_a_list_without_held_out_tasks_writes_no_held_out_dir(listed, tmp_path):
+    tmp, path = listed
+    data = yaml.safe_load(path.read_text())
+    data["repos"] = [data["repos"][0], {**data["repos"][2], "split": "heldout"}]  # broken
+    two = tmp_path / "two.yaml"
+    two.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    assert main(["mint", "--repos-list", str(two), "--out", str(out), "--max", "1",
+                 "--sdist-cache", str(tmp / "cache")]) == 0
+    assert read_json(out / "report.json")["by_split"]["heldout"]["failed"] == 1
+    assert not (out / "heldout").exists()

@@ -8,7 +8,8 @@ dir and pinned wheels, into its split's directory:
 
     OUT/                 training repositories: tasks.parquet, instances.jsonl, repos/,
                          envs/, wheels/, manifest.json (what ``repo:OUT`` loads)
-    OUT/heldout/         held-out repositories, the same files (the frozen set heldout_mint)
+    OUT/heldout/         held-out repositories, the same files (the frozen set heldout_mint;
+                         absent when no held-out repository minted a task)
     OUT/report.json      the yield table (a row per repository: tried, kept, rejected by
                          reason, seconds, or why it failed) and each repository's report
 
@@ -175,8 +176,10 @@ def mint_list(entries, out_dir: str | Path, cfg: ListConfig, backend: str = "loc
     shutil.rmtree(out / ".work", ignore_errors=True)
     listed = [{"name": e.name, "version": e.version, "sha256": e.sha256, "license": e.license,
                "split": e.split} for e in entries]
-    for split, dest in (("train", out), ("heldout", out / HELDOUT_DIR)):
-        _write_split(dest, tasks[split], [r for r in listed if r["split"] == split], params)
+    _write_split(out, tasks["train"], [r for r in listed if r["split"] == "train"], params)
+    if tasks["heldout"]:  # no dir, no frozen set: an empty one would gate on nothing
+        _write_split(out / HELDOUT_DIR, tasks["heldout"],
+                     [r for r in listed if r["split"] == "heldout"], params)
     report = {"generator": GENERATOR, "yield": rows, "totals": totals(rows),
               "by_split": {s: totals([r for r in rows if r["split"] == s])
                            for s in ("train", "heldout")},
