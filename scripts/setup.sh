@@ -37,6 +37,11 @@ if [ ! -f .cache/mint/inflection-0.5.1.tar.gz ]; then
   .venv/bin/python -m pip download -q --no-deps --no-binary :all: "inflection==0.5.1" \
     -d .cache/mint >/dev/null 2>&1 || echo "codeloop: could not fetch the inflection sdist" >&2
 fi
+# The real packages of repos.yaml (`codeloop mint --repos-list`), each checked against its
+# sha256 pin, fetched once into the ignored .cache/mint/sdists (tests/test_mint_list_pypi.py
+# mints two of them and skips with a reason when they are absent and PyPI cannot be reached).
+.venv/bin/python -m codeloop.cli mint --repos-list repos.yaml --fetch-only >/dev/null 2>&1 \
+  || echo "codeloop: could not fetch the sdists of repos.yaml" >&2
 export PATH="$PWD/.venv/bin:$PATH"
 export DVC_NO_ANALYTICS=1 DO_NOT_TRACK=1 PREFECT_SERVER_ANALYTICS_ENABLED=false
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false

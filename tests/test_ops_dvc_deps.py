@@ -59,6 +59,7 @@ def test_config_imports_nothing_of_the_domain(repo_root):
         "codeloop/config/__init__.py",
         "codeloop/config/data.py",
         "codeloop/config/evaluate.py",
+        "codeloop/config/mint.py",
         "codeloop/config/policy.py",
         "codeloop/config/reward.py",
         "codeloop/config/rollout.py",

@@ -468,6 +468,22 @@ def env_plugins():
     return out
 
 
+def tree_paths(env_dirs):
+    """The tree's own import dirs its env dirs' spec.json name (``tree_paths``: a src
+    layout's ``src``), in order, once each. They go on sys.path right after the tree's
+    root, as the outcome plugin puts them for a plain pytest run: the same trust as the
+    root itself. Read before the guard starts watching file opens."""
+    names = []
+    for d in env_dirs:
+        try:
+            with open(os.path.join(d, "spec.json"), encoding="utf-8") as fh:
+                got = json.load(fh).get("tree_paths", [])
+        except (OSError, ValueError, AttributeError):
+            continue
+        names += [p for p in got if isinstance(p, str) and p not in names] if isinstance(got, list) else []
+    return names
+
+
 def take_spec(path):
     """The run's spec (read, then unlinked: the nonce is on no disk once the tree's code
     can run), the result fd moved to a fresh descriptor, the env dirs on sys.path."""
@@ -508,8 +524,10 @@ def main():
     chan.guard = Guard(chan, os.getcwd(), spec.get("changed", []), snap,
                        [stdlib, pytest_dir, here, *spec["paths"]])
     plugins = env_plugins()  # autoload off: entry points of the env dirs only, loaded now
+    tree = tree_paths(spec["paths"])
     sys.addaudithook(chan.guard.hook)
     sys.path.insert(0, os.getcwd())  # as `python -m pytest` does, without -I's loss of it
+    sys.path[1:1] = [os.path.join(os.getcwd(), rel) for rel in tree]
     status = pytest.main(list(spec["args"]) + list(spec["ids"]), plugins=[chan, *plugins])
     chan.finish(int(status))
     sys.stdout.flush()

@@ -47,6 +47,35 @@ def _repr(report):
     return text[-MAX_REPR:]
 
 
+def tree_paths(env_dirs):
+    """The tree dirs the env dirs' spec.json name (``tree_paths``: a src layout's ``src``),
+    in order, once each; an env dir without one names none."""
+    out = []
+    for d in env_dirs:
+        try:
+            with open(os.path.join(d, "spec.json"), encoding="utf-8") as fh:
+                got = json.load(fh).get("tree_paths", [])
+        except (OSError, ValueError, AttributeError):
+            continue
+        out += [p for p in got if isinstance(p, str) and p not in out] if isinstance(got, list) else []
+    return out
+
+
+def pytest_load_initial_conftests(early_config):
+    """The tree's own import dirs (its env's ``tree_paths``) go on sys.path right after the
+    tree's root, before any conftest or test module is imported: what an editable install
+    of a src layout gives its tests."""
+    import sys
+
+    root = os.getcwd()
+    at = sys.path.index(root) + 1 if root in sys.path else 0
+    envs = [d for d in os.environ.get("PYTHONPATH", "").split(os.pathsep) if d]
+    for rel in reversed(tree_paths(envs)):
+        path = os.path.join(root, rel)
+        if path not in sys.path:
+            sys.path.insert(at, path)
+
+
 def pytest_collectreport(report):
     if report.failed:
         _emit({"collect": report.nodeid, "outcome": "error", "longrepr": _repr(report)})

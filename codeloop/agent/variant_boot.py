@@ -307,11 +307,13 @@ def main():
             pass
     snap = boot.snapshot_tests(os.getcwd())
     plugins = boot.env_plugins()
+    tree = boot.tree_paths(spec["paths"])
     stdlib = os.path.dirname(os.__file__)
     pytest_dir = os.path.dirname(os.path.dirname(pytest.__file__))
     sys.addaudithook(KillHook(boot, os.getcwd(), spec.get("changed", []),
                               [stdlib, pytest_dir, here, *spec["paths"]]))
     sys.path.insert(0, os.getcwd())
+    sys.path[1:1] = [os.path.join(os.getcwd(), rel) for rel in tree]
     encode, nonce, seq, pid = boot._encode, spec["nonce"], 0, os.getpid()
 
     def emit(kind, **fields):

@@ -1,10 +1,11 @@
-"""`codeloop params`: validate params.yaml, or list every key with its doc."""
+"""`codeloop params`: validate params.yaml, or list every key with its doc (and the fields of
+an entry of the repository list that ``mint.repos_list`` names)."""
 
 from __future__ import annotations
 
 import sys
 
-from codeloop.config import ConfigError, field_docs, load_params
+from codeloop.config import ConfigError, RepoEntry, field_docs, load_params
 
 HELP = "Validate params.yaml (or print every key with its documentation)."
 
@@ -17,6 +18,8 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     if args.doc:
         for key, doc in field_docs().items():
+            print(f"{key:32s} {doc}")
+        for key, doc in field_docs(RepoEntry, "mint.repos_list[].").items():
             print(f"{key:32s} {doc}")
         return 0
     try:

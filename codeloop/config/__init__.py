@@ -4,7 +4,7 @@ Unknown keys, wrong types and out-of-range values stop with a message that names
 key (``rollout.temperature``) and what is allowed. Stages read their own section only,
 so dvc.yaml can list the exact keys each stage depends on.
 
-One module per group of sections (policy, data, rollout, reward, train, evaluate);
+One module per group of sections (policy, data, rollout, reward, train, evaluate, mint);
 this package assembles them into ``Params``, loads the file and re-exports every name.
 """
 
@@ -25,6 +25,13 @@ from codeloop.config.data import (
     SourceSpec,
 )
 from codeloop.config.evaluate import EvaluateConfig
+from codeloop.config.mint import (
+    MintSection,
+    RepoEntry,
+    ReposList,
+    load_repos_list,
+    parse_repos_list,
+)
 from codeloop.config.policy import PolicyConfig, PolicyInitConfig, SftConfig
 from codeloop.config.reward import REWARD_VERSIONS, CriticConfig, RewardConfig, ScoreConfig
 from codeloop.config.rollout import (
@@ -67,6 +74,11 @@ __all__ = [
     "RetentionConfig",
     "RunnerConfig",
     "AgentConfig",
+    "MintSection",
+    "RepoEntry",
+    "ReposList",
+    "load_repos_list",
+    "parse_repos_list",
 ]
 
 DEFAULT_PARAMS = Path("params.yaml")
@@ -99,6 +111,10 @@ class Params(Section):
     retention: RetentionConfig = Field(default_factory=RetentionConfig, description="Archive.")
     agent: AgentConfig = Field(
         default_factory=AgentConfig, description="Coding agent's environment (repo tasks)."
+    )
+    mint: MintSection = Field(
+        default_factory=MintSection,
+        description="`codeloop mint`: repository tasks minted from real packages.",
     )
 
 

@@ -62,7 +62,9 @@ class SourceSpec(Section):
     kind: str = Field(
         description="Loader kind: synthetic, humaneval, mbpp, apps, canonical (see "
         "codeloop.data.loaders); repository tasks: synthetic_repo, repo (a mint output dir), "
-        "swebench (instances.jsonl; clones in clean.repos_dir)."
+        "mint (a `codeloop mint --repos-list` output dir: its training repositories' tasks, "
+        "and its held-out ones as the frozen set heldout_mint), swebench (instances.jsonl; "
+        "clones in clean.repos_dir)."
     )
     path: str = Field("", description="File path for file-based kinds; empty for packaged ones.")
     n: int = Field(0, ge=0, description="Synthetic only: number of tasks to generate.")

@@ -160,7 +160,7 @@ def dataset_version(
 def _load_frozen(cfg, executor, quarantine: list, repos_dir, verifier) -> tuple[dict, dict]:
     sets: dict[str, list[Task]] = {}
     report: dict[str, dict] = {}
-    extra = [("heldout_repo", s) for s in repos.repo_specs(cfg)[1]]
+    extra = [("heldout_repo", s) for s in repos.repo_specs(cfg)[1]] + repos.mint_frozen(cfg)
     for fixed, spec in [(None, s) for s in cfg.frozen] + extra:
         name = fixed or _frozen_name(spec, sets)
         res = load_source(spec, repos_dir, cfg.repos_dir)

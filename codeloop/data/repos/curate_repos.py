@@ -309,6 +309,20 @@ def repo_specs(cfg) -> tuple[list, list]:
     return train, frozen
 
 
+def mint_frozen(cfg) -> list[tuple[str, SourceSpec]]:
+    """(frozen set name, spec) of each ``mint`` training source's held-out repositories
+    (DIR/heldout, codeloop.data.repos.mint_list): heldout_mint, then heldout_mint-<dir> for
+    a second such source. A source whose list held out nothing adds no set."""
+    out: list[tuple[str, SourceSpec]] = []
+    for spec in cfg.sources:
+        held = Path(spec.path, "heldout")
+        if spec.kind != "mint" or not (held / "tasks.parquet").is_file():
+            continue
+        name = "heldout_mint" if not out else f"heldout_mint-{Path(spec.path).name}"
+        out.append((name, SourceSpec(kind="repo", path=str(held))))
+    return out
+
+
 class RepoVerifier:
     """The sandbox side of repo-task verification, opened on first use: an executor with
     workspaces (codeloop.sandbox.make_executor) and the env dirs beside the snapshots."""

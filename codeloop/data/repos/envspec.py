@@ -24,6 +24,7 @@ PIP_INSTALL = (
     "--target {target} {requirements}"
 )
 PYTEST = "python -m pytest -q -p no:cacheprovider"
+_TREE_PATH = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)$")
 
 
@@ -42,29 +43,49 @@ def _pins(reqs) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
+def _tree_paths(paths) -> tuple[str, ...]:
+    out = []
+    for p in paths:
+        if not isinstance(p, str) or not _TREE_PATH.match(p) or ".." in p.split("/"):
+            raise ValueError(f"env spec: tree path {p!r} is not a relative dir of the tree")
+        if p not in out:
+            out.append(p)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class EnvSpec:
     """What a repository's tests need to run. ``python``: the interpreter's major.minor
     ("3.11"); ``requirements``: every distribution installed, ``name==version``, sorted
     (the transitive resolution, not the declared ranges); ``install``: the commands that
     build the env dir from a wheel cache; ``test_command``: how the repository's tests
-    are run in it (the sandbox runs pytest through its sealed entry with that interpreter)."""
+    are run in it (the sandbox runs pytest through its sealed entry with that interpreter);
+    ``tree_paths``: dirs of the repository tree that go on sys.path right after its root,
+    as an editable install would put them (a src layout's ``src``); the sandbox's pytest
+    entries read them from the env dir's spec.json."""
 
     python: str
     requirements: tuple[str, ...] = ()
     install: tuple[str, ...] = (PIP_INSTALL,)
     test_command: str = PYTEST
+    tree_paths: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"\d+\.\d+", self.python):
             raise ValueError(f"env spec: python {self.python!r} is not a major.minor version")
         object.__setattr__(self, "requirements", _pins(self.requirements))
         object.__setattr__(self, "install", tuple(self.install))
+        object.__setattr__(self, "tree_paths", _tree_paths(self.tree_paths))
 
     def to_dict(self) -> dict:
-        """Every field, as JSON types (what spec.json and the task's metadata hold)."""
+        """Every field, as JSON types (what spec.json and the task's metadata hold); no
+        ``tree_paths`` key when there are none, so a flat repository's spec (and its hash)
+        reads as it did before the field existed."""
         d = asdict(self)
         d["requirements"], d["install"] = list(self.requirements), list(self.install)
+        d["tree_paths"] = list(self.tree_paths)
+        if not self.tree_paths:
+            del d["tree_paths"]
         return d
 
     def canonical_json(self) -> str:
@@ -84,6 +105,7 @@ class EnvSpec:
             requirements=tuple(d.get("requirements", ())),
             install=tuple(d.get("install", (PIP_INSTALL,))),
             test_command=str(d.get("test_command", PYTEST)),
+            tree_paths=tuple(d.get("tree_paths", ())),
         )
 
 

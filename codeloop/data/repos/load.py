@@ -1,6 +1,9 @@
 """Repository task sources for the clean stage: ``synthetic_repo`` (the generator) and
 ``repo:DIR`` (a directory of repository tasks: ``tasks.parquet`` + ``repos/<sha>/``, what
-``codeloop mint`` writes) and ``swebench:FILE`` (codeloop.data.repos.swebench), each checked row by row and stored content-addressed under the
+``codeloop mint`` writes), ``mint:DIR`` (what ``codeloop mint --repos-list`` writes: DIR
+itself is the training repositories' ``repo:`` dir, DIR/heldout/ the held-out ones', which
+the clean stage loads as the frozen set heldout_mint: codeloop.data.repos.curate_repos.
+mint_frozen) and ``swebench:FILE`` (codeloop.data.repos.swebench), each checked row by row and stored content-addressed under the
 clean stage's ``repos_dir``. A bad row is quarantined naming its file, row, field and
 reason; nothing is dropped silently.
 """
@@ -15,7 +18,7 @@ from codeloop.data.repos.checks import RepoLoad, check_repo_task
 from codeloop.data.validate import SourceError, iter_records, quarantine_row
 from codeloop.schema import Task
 
-REPO_KINDS = ("synthetic_repo", "repo", "swebench")
+REPO_KINDS = ("synthetic_repo", "repo", "mint", "swebench")
 
 
 def _checked(res, source: str, file: str, tasks: list[Task], repos_dir) -> None:
@@ -211,7 +214,7 @@ def load_repo_source(spec, repos_dir: str | Path | None, clones_dir: str = ""):
         return load_synthetic_repos(spec, repos_dir)
     if not spec.path:
         raise SourceError(f"source kind {spec.kind!r} needs a path")
-    if spec.kind == "repo":
+    if spec.kind in ("repo", "mint"):  # mint: its training part, DIR itself
         return load_task_dir(spec.path, repos_dir)
     if spec.kind == "swebench":
         from codeloop.data.repos.swebench import load_swebench

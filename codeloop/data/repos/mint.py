@@ -10,8 +10,8 @@ and at least one stable test goes pass -> fail; FAIL_TO_PASS and PASS_TO_PASS co
 that run. The problem statement is written from the failure evidence (the failing test,
 its source as a reproducer, pytest's assertion lines), with every traceback frame in
 product code removed so the mutated line is never named. Every minted task names its
-environment: an env spec (the sandbox's interpreter, the declared dependencies pinned;
-codeloop.data.repos.envspec) built once into an env dir named by its hash, which the
+environment: an env spec (the sandbox's interpreter, the declared dependencies pinned, a
+src layout's ``src`` as a tree path; codeloop.data.repos.envspec) built once into an env dir named by its hash, which the
 sandbox mounts read-only beside pytest's (codeloop.agent.envdirs) or, on the docker
 backend, bakes into an image of its own (codeloop.sandbox.env_images).
 """
@@ -54,6 +54,9 @@ class MintConfig:
     deps: str = ""  # a site-packages-like dir of the repo's dependencies (pip install --target)
     install_deps: bool = True  # without deps: pip-install the declared dependencies (deps.py)
     wheel_cache: str = ".cache/mint/wheels"  # pip's --find-links cache: later mints are offline
+    # test dependencies the repository does not declare where repo_deps looks (a tox.ini,
+    # a poetry dev group): installed with the declared ones
+    extra_requirements: tuple[str, ...] = ()
 
 
 @dataclass
@@ -215,8 +218,8 @@ def _deps_env(deps: str, envs_root: Path, name: str) -> str:
 def _environment(root: Path, cfg: MintConfig, envs: Path, name: str, site: Path):
     """The repository's environment, built once: ``cfg.deps`` as given (a dir named by its
     content, no spec), else an environment spec (codeloop.data.repos.envspec) of the
-    sandbox's interpreter and the declared dependencies pip-resolved and pinned
-    (codeloop.data.repos.repo_deps), built into ``envs/<spec hash>/`` from the wheel cache.
+    sandbox's interpreter, the declared dependencies (and ``cfg.extra_requirements``)
+    pip-resolved and pinned and the tree's import dirs (codeloop.data.repos.repo_deps), built into ``envs/<spec hash>/`` from the wheel cache.
     (cfg with ``env_name`` and ``env_spec`` set, the manifest's record.) ValueError when
     the repository needs another interpreter than the sandbox's."""
     import dataclasses
@@ -227,6 +230,7 @@ def _environment(root: Path, cfg: MintConfig, envs: Path, name: str, site: Path)
         declared_requirements,
         install_requirements,
         requires_python,
+        tree_paths,
     )
 
     record = {"name": "", "requirements": [], "resolved": [], "from": "none"}
@@ -240,9 +244,9 @@ def _environment(root: Path, cfg: MintConfig, envs: Path, name: str, site: Path)
     problem = interpreter_problem(EnvSpec(python=python), have)
     if problem:  # before anything is resolved: pip would resolve for our interpreter
         raise ValueError(f"mint: {name} {problem}")
-    requirements = declared_requirements(root) if cfg.install_deps else []
+    requirements = [*declared_requirements(root), *cfg.extra_requirements] if cfg.install_deps else []
     resolved = install_requirements(requirements, cfg.wheel_cache, site) if requirements else []
-    spec = EnvSpec(python=python, requirements=resolved)
+    spec = EnvSpec(python=python, requirements=resolved, tree_paths=tuple(tree_paths(root)))
     h = build_spec_env(spec, envs, cfg.wheel_cache).name
     record.update(name=h, requirements=requirements, resolved=list(spec.requirements),
                   spec=spec.to_dict(), **({"from": "pip"} if requirements else {}))

@@ -145,6 +145,21 @@ def requires_python(root: str | Path) -> str:
     return ""
 
 
+def tree_paths(root: str | Path) -> list[str]:
+    """Dirs of the tree its code is imported from besides its root: ``["src"]`` for a src
+    layout (a package or module under ``src/`` and none of that name at the root), which
+    an editable install would put on sys.path; [] for a flat layout."""
+    root = Path(root)
+    src = root / "src"
+    if not src.is_dir():
+        return []
+    names = [p.name if p.is_dir() else p.stem for p in sorted(src.iterdir())
+             if (p.is_dir() and (p / "__init__.py").is_file()) or (p.is_file() and p.suffix == ".py")]
+    if not names or any((root / n).exists() or (root / f"{n}.py").exists() for n in names):
+        return []
+    return ["src"]
+
+
 def _pip(args: list[str]) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args]
     return subprocess.run(cmd, capture_output=True, text=True)
