@@ -452,6 +452,8 @@ def main() -> int:
     rheld = [t for _, tasks in real_held for t in tasks]
     if a.real_grpo:
         grpo = _interleave(grpo, rtrain)
+        print(f"GRPO pool: {len(grpo)} tasks, {len(rtrain)} of them real", flush=True)
+    real_ids = {t.task_id for t in rtrain}
     funcs = generate_tasks(a.functions, seed=0, max_depth=2)
     rows, out = [], Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -466,8 +468,10 @@ def main() -> int:
         repos = f"{tmp}/repos"
         for files in {**trees, **htrees}.values():
             store_files(files, repos)
-        envs = copy_task_envs(train + grpo + heldout, f"{tmp}/none", f"{tmp}/envs")
+        envs = f"{tmp}/envs"
+        # the minted dirs' env dirs first: a --real-grpo pool holds their tasks too
         _bring_minted(real_train + real_held, repos, envs)
+        copy_task_envs(train + grpo + heldout, f"{tmp}/none", envs)
         ex = make_executor(p.sandbox, workspaces=True, envs_root=envs)
         env = AgentEnv(ex, p.agent, repos)
         policy = _init_policy(a, p, ex, repos, funcs, train, rtrain)
@@ -490,6 +494,9 @@ def main() -> int:
             t0 = time.perf_counter()
             start = (it - 1) * a.pool % len(grpo)
             pool = (grpo + grpo)[start : start + a.pool]
+            if a.real_grpo:
+                real = sum(t.task_id in real_ids for t in pool)
+                print(f"  iteration {it} pool: {len(pool)} tasks, {real} real", flush=True)
             rcfg = p.rollout.model_copy(update={"seed": p.rollout.seed + it, "iteration": it,
                                                 "temperature": a.temperature or p.rollout.temperature})
             ctx = EpisodeContext(rcfg, "agent-curve", it, p.sandbox.timeout_s, agent=p.agent)

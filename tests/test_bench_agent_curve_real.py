@@ -114,18 +114,43 @@ def test_training_on_a_heldout_tree_under_another_name_is_refused(minted, tmp_pa
     assert f"has repository '{NAMES[1]}'" in res.stderr and f"has '{NAMES[0]}'" in res.stderr
 
 
+@pytest.fixture(scope="module")
+def mixed_run(minted, tmp_path_factory) -> tuple[Path, list[str]]:
+    out = tmp_path_factory.mktemp("mixed") / "curve.csv"
+    res = _bench("--real-train", str(minted[0]), "--real-repeat", "3", "--real-grpo", "--pool",
+                 "3", "--context", "2048", "--out", str(out))
+    return out, res.stdout.splitlines()
+
+
 @pytest.mark.slow
-def test_real_training_demos_join_sfts_demos_each_repeated(minted, tmp_path):
-    res = _bench("--real-train", str(minted[0]), "--real-repeat", "3", "--iterations", "0",
-                 "--context", "2048", "--out", str(tmp_path / "c.csv"))
-    lines = res.stdout.splitlines()
+def test_the_expert_plays_every_real_training_task_beside_the_synthetic_ones(mixed_run):
+    _, lines = mixed_run
     synthetic = next(x for x in lines if x.startswith("expert demos: "))
     real = next(x for x in lines if x.startswith("real expert demos: "))
     assert "'demos': 8," in synthetic and "'demos': 2," in real and "'rejected': 0" in real
+
+
+@pytest.mark.slow
+def test_real_training_demos_join_sfts_demos_each_repeated(mixed_run):
+    _, lines = mixed_run
     sft = next(x for x in lines if x.startswith("SFT "))
     assert "of 14 demos" in sft  # 8 synthetic + 2 real x 3
-    with open(tmp_path / "c.csv") as f:
-        assert next(csv.reader(f)) == list(FIELDS)  # no real held-out set: no real columns
+
+
+@pytest.mark.slow
+def test_real_training_tasks_are_rolled_out_by_grpo_with_the_flag(mixed_run):
+    _, lines = mixed_run
+    assert "GRPO pool: 10 tasks, 2 of them real" in lines
+    # the first slice of 3 of the interleaved pool holds the first real task
+    assert "  iteration 1 pool: 3 tasks, 1 real" in lines
+
+
+@pytest.mark.slow
+def test_without_a_real_heldout_set_the_csv_has_the_synthetic_columns_only(mixed_run):
+    out, _ = mixed_run
+    with open(out) as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == list(FIELDS) and rows[1]["train_reward_mean"] != ""
 
 
 def test_two_versions_of_one_project_are_one_repository_for_the_split():
