@@ -186,6 +186,12 @@ def _args() -> argparse.Namespace:
         "evaluated beside the synthetic one (the real_* columns)",
     )
     ap.add_argument(
+        "--real-heldout-max",
+        type=int,
+        default=0,
+        help="most tasks of each held-out real repository, the first in its dir's order (0: all)",
+    )
+    ap.add_argument(
         "--real-train",
         nargs="+",
         default=[],
@@ -322,6 +328,17 @@ def _refuse_overlap(train: list[tuple[Path, list]], heldout: list[tuple[Path, li
                 )
 
 
+def _first_per_repo(tasks: list, most: int) -> list:
+    """The first ``most`` tasks of each repository, in order (all of them when 0)."""
+    taken: dict[str, int] = {}
+    out = []
+    for t in tasks:
+        taken[t.repo] = taken.get(t.repo, 0) + 1
+        if not most or taken[t.repo] <= most:
+            out.append(t)
+    return out
+
+
 def _bring_minted(minted: list[tuple[Path, list]], repos: str, envs: str) -> None:
     """Each minted dir's snapshots into the one ``repos`` dir (content-addressed: a snapshot
     two dirs share is the same tree) and its tasks' environment dirs into ``envs``."""
@@ -418,6 +435,7 @@ def main() -> int:
     a = _args()
     real_held, real_train = _minted(a.real_heldout), _minted(a.real_train)
     _refuse_overlap(real_train, real_held)
+    real_held = [(d, _first_per_repo(tasks, a.real_heldout_max)) for d, tasks in real_held]
     p = load_params(a.params)
     over = dict(kv.split("=", 1) for kv in a.train.split(",")) if a.train else {}
     train_cfg = type(p.train)(**{**p.train.model_dump(), **over})  # validated as params are

@@ -11,10 +11,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from bench.agent_curve import FIELDS, REAL_FIELDS, _base_name, _interleave
+from bench.agent_curve import FIELDS, REAL_FIELDS, _base_name, _first_per_repo, _interleave
 from codeloop.evaluate.paired import cluster_se
 from codeloop.io import read_tasks
 
@@ -165,3 +166,10 @@ def test_real_training_tasks_spread_through_the_grpo_pool_so_every_slice_holds_s
     assert sorted(pool) == sorted(synthetic + real)
     assert [x for x in pool if x[0] == "s"] == synthetic
     assert all(any(x[0] == "r" for x in pool[k : k + 9]) for k in range(0, len(pool), 9))
+
+
+def test_a_capped_heldout_set_keeps_the_first_tasks_of_each_repository():
+    tasks = [SimpleNamespace(repo=r, task_id=f"{r}/{i}") for i in range(4) for r in ("a", "b")]
+    kept = [t.task_id for t in _first_per_repo(tasks, 2)]
+    assert kept == ["a/0", "b/0", "a/1", "b/1"]
+    assert len(_first_per_repo(tasks, 0)) == len(tasks)
