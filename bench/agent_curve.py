@@ -40,7 +40,8 @@ standard errors.
 
 Real repositories (``codeloop mint`` output dirs: tasks.parquet, repos/<sha>/, envs/<hash>/):
 ``--real-heldout DIR ...`` adds a held-out real-repository set, evaluated with the synthetic
-one at iteration 0 and at every evaluation point; its columns follow the synthetic ones
+one at iteration 0 and at every evaluation point (``--real-heldout-max N``: the first N
+tasks of each repository); its columns follow the synthetic ones
 (REAL_FIELDS: ``real_resolved``, ``real_delta`` vs iteration 0, each with ``*_se`` over tasks
 and ``*_se_repo`` clustered by the task's repository name, ``real_n_tasks``,
 ``real_n_repos``, and the episodes' metrics), its per-task rates in
