@@ -27,7 +27,7 @@ class BucketConfig(Section):
     )
     tasks_per_iteration: int = Field(128, ge=1, description="Tasks the plan samples per iteration.")
     repo_tasks_per_iteration: int = Field(
-        0,
+        64,
         ge=0,
         description="> 0: repository (agent) tasks the plan samples per iteration, bucketed "
         "among repository tasks alone, on top of tasks_per_iteration function tasks; 0: one "
@@ -105,13 +105,13 @@ class RepoTasksConfig(Section):
         "sft's expert demos, evaluate's resolved rate).",
     )
     n: int = Field(
-        60,
+        240,
         ge=1,
         description="Synthetic repository tasks for training (clean verifies each in the "
         "sandbox, so its time grows with n: bench/repo_tasks.py).",
     )
     seed: int = Field(0, description="Generator seed of the training repositories.")
-    heldout_n: int = Field(20, ge=0, description="Tasks of the held-out repositories (frozen).")
+    heldout_n: int = Field(150, ge=0, description="Tasks of the held-out repositories (frozen).")
     heldout_seed: int = Field(
         1000, description="Generator seed of the held-out repositories (never a training seed)."
     )
