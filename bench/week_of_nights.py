@@ -8,14 +8,21 @@ lost or duplicated. One night's candidate is deliberately broken: a commit raise
 that candidate with a clear reason. The next commit reverts it.
 
 Run: ``nice -n 10 .venv/bin/python bench/week_of_nights.py [--work DIR] [--nights 7]
-[--kill 3] [--broken 5]`` (commit first: the clone is of HEAD).
+[--kill 3] [--broken 5] [--params FILE] [--name NAME]`` (commit first: the clone is of
+HEAD; ``--kill 0 --broken 0`` runs plain nights).
 
 The params are params.yaml's, except ``WEEK_PARAMS`` (a smaller rollout plan and smaller
 rollout shards so that the kill lands mid-rollout, and a cap on the frozen sets so a night
-fits the 2-core machine). Writes metrics/week_of_nights.csv (one row per run, a curve in
-``dvc plots show``), docs/week_of_nights.md (the table) and, where Chromium is installed,
-docs/week_of_nights.png (the Prefect UI's ``nights`` artifact after the week;
+fits the 2-core machine) and then ``--params``: a YAML mapping of dotted keys to values
+(``clean.repo_tasks.n: 300``), set in the clone's params.yaml and committed before night 1.
+Writes metrics/NAME.csv (one row per run, a curve in ``dvc plots show``; NAME defaults to
+week_of_nights), docs/NAME.md (the table) and, where Chromium is installed,
+docs/NAME.png (the Prefect UI's ``nights`` artifact after the week;
 ``--from-run 8`` takes it again from the week's server history without running a night).
+Each row also has the minutes of every stage (from the night's log), the gate's minimum
+detectable drop per set, and for a promoted night the agent's figures: the repository
+tasks rolled out, their judged resolved rate and invalid calls per episode, and the
+held-out repository tasks' tool-call success.
 """
 
 from __future__ import annotations
@@ -29,7 +36,10 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -55,13 +65,30 @@ def commit(repo: Path, msg: str) -> None:
     sh(["git", "commit", "-qam", msg], repo)
 
 
-def clone(work: Path) -> Path:
+def clone(work: Path, overrides: dict) -> Path:
     repo = work / "repo"
     sh(["git", "clone", "-q", str(ROOT), str(repo)], work)
     for (section, key), value in WEEK_PARAMS.items():
         set_param(repo / "params.yaml", section, key, value)
+    if overrides:
+        set_dotted(repo / "params.yaml", overrides)
     commit(repo, "week of nights: smaller plan, shards and frozen sets")
     return repo
+
+
+def set_dotted(path: Path, overrides: dict) -> None:
+    """Set ``{"a.b.c": value}`` keys in a params file (a YAML round trip: the clone's copy
+    loses its comments; set_param reaches only top-level sections' scalars)."""
+    params = yaml.safe_load(path.read_text())
+    for dotted, value in overrides.items():
+        *parents, leaf = dotted.split(".")
+        node = params
+        for k in parents:
+            node = node[k]
+        if leaf not in node:
+            raise KeyError(f"--params: {dotted} is not a key of {path.name}")
+        node[leaf] = value
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 
 def start_server(work: Path, port: int) -> subprocess.Popen:
@@ -137,8 +164,11 @@ def row_of(run: int, seen: dict, repo: Path, log: Path, killed: bool) -> dict:
         row[f"{name}_delta"] = p.get("delta", "")
         row[f"{name}_se"] = p.get("se", "")
         row[f"{name}_verdict"] = p.get("verdict", "")
+        row[f"{name}_mdd"] = p.get("mdd", "")
     row.update(_trajectory_counts(repo) if row["outcome"] == "promoted" else
                {"rows": "", "unique_rows": ""})
+    row.update(_agent_figures(repo) if row["outcome"] == "promoted" else {})
+    row.update({f"{k}_min": v for k, v in stage_minutes(text).items()})
     row["reasons"] = " | ".join(last.get("reasons") or []) if last else seen.get("kill", "")
     return row
 
@@ -148,6 +178,56 @@ def _shards_found(text: str) -> int | str:
         if "finished shards of a killed run found" in line:
             return int(line.split(" finished shards")[0].split()[-1])
     return ""
+
+
+STAGES = ("clean", "policy_init", "sft", "bucket", "rollout", "score", "critic", "train",
+          "evaluate")
+
+
+def stage_minutes(text: str) -> dict[str, float | str]:
+    """Minutes of each stage's Prefect task in a nightly's log, from its first line to its
+    ``Finished in state`` line ("" where the log lacks it: a killed or failed night)."""
+    first: dict[str, datetime] = {}
+    out: dict[str, float | str] = dict.fromkeys(STAGES, "")
+    for line in text.splitlines():
+        for stage in STAGES:
+            tag = f"Task run 'repro_stage[{stage}]' - "
+            if tag not in line:
+                continue
+            try:
+                at = datetime.strptime(line[:12], "%H:%M:%S.%f")
+            except ValueError:
+                continue
+            first.setdefault(stage, at)
+            if line.split(tag, 1)[1].startswith("Finished in state"):
+                secs = (at - first[stage]).total_seconds() % 86400  # past midnight
+                out[stage] = round(secs / 60, 2)
+    return out
+
+
+def _agent_figures(repo: Path) -> dict:
+    """A promoted night's agent figures from the metrics it committed: repository tasks
+    rolled out, their resolved rate and invalid calls per episode (score), held-out
+    repository tasks' tool-call success and invalid-call rate (evaluate), SFT's agent
+    examples and seconds."""
+    def read(name: str) -> dict:
+        f = repo / "metrics" / f"{name}.json"
+        return json.loads(f.read_text()) if f.exists() else {}
+
+    score, ev, sft = read("score"), read("eval"), read("sft")
+    repo_rows = (score.get("kinds") or {}).get("repo") or {}
+    comp = repo_rows.get("components") or {}
+    held = (ev.get("sets") or {}).get("heldout_repo") or {}
+    return {
+        "rollout_agent_episodes": repo_rows.get("n_trajectories", 0),
+        "rollout_agent_resolved": (comp.get("resolved") or {}).get("mean", ""),
+        "rollout_agent_invalid_calls": (comp.get("invalid_calls") or {}).get("mean", ""),
+        "heldout_repo_tasks": held.get("n_tasks", ""),
+        "heldout_repo_tool_success": held.get("tool_call_success_rate", ""),
+        "heldout_repo_invalid_rate": held.get("invalid_call_rate", ""),
+        "sft_agent_examples": sft.get("agent_examples", ""),
+        "sft_seconds": sft.get("seconds", ""),
+    }
 
 
 def _trajectory_counts(repo: Path) -> dict:
@@ -199,25 +279,41 @@ def _cell(value) -> str:
         return str(value)
 
 
-def write_outputs(rows: list[dict]) -> None:
-    csv_path = ROOT / "metrics/week_of_nights.csv"
-    with open(csv_path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    cols = ["run", "night", "outcome", "tag", "minutes", "kl", "heldout_pass@1",
-            "heldout_delta", "heldout_se", "heldout_verdict", "heldout_repo_pass@1",
-            "heldout_repo_delta", "heldout_repo_se", "humaneval_delta", "humaneval_se",
-            "shards_found", "rows", "unique_rows", "reasons"]
+WEEK_COLS = ["run", "night", "outcome", "tag", "minutes", "kl", "heldout_pass@1",
+             "heldout_delta", "heldout_se", "heldout_verdict", "heldout_repo_pass@1",
+             "heldout_repo_delta", "heldout_repo_se", "humaneval_delta", "humaneval_se",
+             "shards_found", "rows", "unique_rows", "reasons"]
+AGENT_COLS = ["run", "night", "minutes", *(f"{s}_min" for s in STAGES), "sft_agent_examples",
+              "rollout_agent_episodes", "rollout_agent_resolved", "rollout_agent_invalid_calls",
+              "heldout_repo_tasks", "heldout_repo_pass@1", "heldout_repo_delta",
+              "heldout_repo_se", "heldout_repo_mdd", "heldout_repo_verdict",
+              "heldout_repo_tool_success"]
+
+
+def _table(rows: list[dict], cols: list[str]) -> str:
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        cells = [_cell(r[c]) for c in cols]
+        cells = [_cell(r.get(c, "")) for c in cols]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
-    (ROOT / "docs/week_of_nights.md").write_text(
-        "# A week of nights\n\nWritten by `bench/week_of_nights.py` "
-        f"(params.yaml with {json.dumps({'.'.join(k): v for k, v in WEEK_PARAMS.items()})}; "
+    return "\n".join(lines)
+
+
+def write_outputs(rows: list[dict], name: str, overrides: dict) -> None:
+    fields = list(dict.fromkeys(k for r in rows for k in r))  # every row's keys, in order
+    with open(ROOT / f"metrics/{name}.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, restval="")
+        w.writeheader()
+        w.writerows(rows)
+    week = {".".join(k): v for k, v in WEEK_PARAMS.items()}
+    title = name.replace("_", " ").capitalize()
+    (ROOT / f"docs/{name}.md").write_text(
+        f"# {title}\n\nWritten by `bench/week_of_nights.py` "
+        f"(params.yaml with {json.dumps(week)}, then {json.dumps(overrides)}; "
         f"the broken night commits {BROKEN[0]}.{BROKEN[1]}: {BROKEN[2]}).\n\n"
-        + "\n".join(lines) + "\n"
+        + _table(rows, WEEK_COLS)
+        + "\n\nMinutes per stage and the agent's figures (`*_min` from the night's log; the "
+        "agent's from a promoted night's metrics):\n\n"
+        + _table(rows, AGENT_COLS) + "\n"
     )
 
 
@@ -230,17 +326,24 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=4260)
     ap.add_argument("--from-run", type=int, default=1,
                     help="go on with this run in --work (its server's history kept), the "
-                    "earlier runs' rows read back from metrics/week_of_nights.csv")
+                    "earlier runs' rows read back from metrics/NAME.csv")
+    ap.add_argument("--params", default="",
+                    help="YAML file of dotted params keys to values, set in the clone")
+    ap.add_argument("--name", default="week_of_nights",
+                    help="output names: metrics/NAME.csv, docs/NAME.md, docs/NAME.png")
+    ap.add_argument("--screenshot", action=argparse.BooleanOptionalAction, default=True,
+                    help="the UI's nights table as docs/NAME.png (needs Chromium)")
     args = ap.parse_args()
     work = Path(args.work)
+    overrides = yaml.safe_load(Path(args.params).read_text()) if args.params else {}
     rows: list[dict] = []
     if args.from_run == 1:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
-        repo = clone(work)
+        repo = clone(work, overrides)
     else:
         repo = work / "repo"
-        with open(ROOT / "metrics/week_of_nights.csv") as f:
+        with open(ROOT / f"metrics/{args.name}.csv") as f:
             rows = [r for r in csv.DictReader(f) if int(r["run"]) < args.from_run]
     server = start_server(work, args.port)
     try:
@@ -259,10 +362,11 @@ def main() -> None:
             if run == args.broken:
                 set_param(repo / "params.yaml", BROKEN[0], BROKEN[1], old_lr)
                 commit(repo, f"revert the broken {BROKEN[0]}.{BROKEN[1]}")
-            write_outputs(rows)
-        write_outputs(rows)
+            write_outputs(rows, args.name, overrides)
+        write_outputs(rows, args.name, overrides)
         republish_nights(repo, args.port)
-        print(screenshot_nights(args.port, ROOT / "docs/week_of_nights.png"), flush=True)
+        if args.screenshot:
+            print(screenshot_nights(args.port, ROOT / f"docs/{args.name}.png"), flush=True)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)

@@ -70,3 +70,33 @@ def test_plan_never_asks_more_than_a_bucket_holds(tmp_path):
                                       "curriculum": []}})
     plan = bucket.run(params, paths)
     assert plan["counts"][2] == 2 and sum(plan["counts"]) == 5
+
+
+def _repo_tasks(n: int) -> list[Task]:
+    return [
+        Task(task_id=f"r{i}", source="synthetic_repo", kind="repo", prompt="fix " * (50 + i),
+             entry_point="", reference_solution="", visible_tests=[], snapshot=f"s{i}")
+        for i in range(n)
+    ]
+
+
+def test_repo_tasks_planned_apart_come_on_top_of_the_function_tasks(tmp_path):
+    paths = Paths(tmp_path)
+    write_tasks(paths.clean_tasks, _tasks(30) + _repo_tasks(12))
+    params = parse_params({"bucket": {"tasks_per_iteration": 10, "repo_tasks_per_iteration": 6,
+                                      "curriculum": []}})
+    plan = bucket.run(params, paths)
+    ids = plan["task_ids"]
+    assert len(set(ids)) == 16 and plan["repo_tasks"] == 6
+    assert sum(i.startswith("r") for i in ids) == 6 and ids[-6:] == sorted(ids[-6:])
+
+
+def test_planned_apart_each_kind_fills_every_bucket_of_its_own(tmp_path):
+    paths = Paths(tmp_path)
+    write_tasks(paths.clean_tasks, _tasks(30) + _repo_tasks(12))
+    params = parse_params({"bucket": {"repo_tasks_per_iteration": 6}})
+    bucket.run(params, paths)
+    out = read_tasks(paths.bucket_tasks)
+    for kind in ("function", "repo"):
+        assert {t.difficulty for t in out if t.kind == kind} == {0, 1, 2}
+

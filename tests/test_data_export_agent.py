@@ -48,7 +48,8 @@ AGENT_EXPORT = merge(
             "repo_tasks": {"n": 4, "heldout_n": 2},
         },
         "bucket": {"tasks_per_iteration": 24},
-        "sft": {"steps": 400, "agent_fraction": 0.6, "batch_size": 8},
+        # plain expert demos (no slips): the tiny model must learn the calls to resolve some
+        "sft": {"steps": 400, "agent_fraction": 0.6, "batch_size": 8, "slip_fraction": 0.0},
         "rollout": {"temperature": 1.2, "samples_per_task": 4, "agent_max_new_tokens": 96},
         "agent": {"max_steps": 8},
     },

@@ -26,6 +26,13 @@ class BucketConfig(Section):
         description="Sampling share per bucket, easiest first; normalised to sum 1.",
     )
     tasks_per_iteration: int = Field(128, ge=1, description="Tasks the plan samples per iteration.")
+    repo_tasks_per_iteration: int = Field(
+        64,
+        ge=0,
+        description="> 0: repository (agent) tasks the plan samples per iteration, bucketed "
+        "among repository tasks alone, on top of tasks_per_iteration function tasks; 0: one "
+        "plan over every task, kinds mixed.",
+    )
     seed: int = Field(0, description="Seed of the sampling plan.")
     curriculum: list[CurriculumStage] = Field(
         default_factory=lambda: [CurriculumStage(until=1, proportions=[0.6, 0.3, 0.1])],
@@ -100,13 +107,13 @@ class RepoTasksConfig(Section):
         "sft's expert demos, evaluate's resolved rate).",
     )
     n: int = Field(
-        60,
+        240,
         ge=1,
         description="Synthetic repository tasks for training (clean verifies each in the "
         "sandbox, so its time grows with n: bench/repo_tasks.py).",
     )
     seed: int = Field(0, description="Generator seed of the training repositories.")
-    heldout_n: int = Field(20, ge=0, description="Tasks of the held-out repositories (frozen).")
+    heldout_n: int = Field(150, ge=0, description="Tasks of the held-out repositories (frozen).")
     heldout_seed: int = Field(
         1000, description="Generator seed of the held-out repositories (never a training seed)."
     )

@@ -69,7 +69,7 @@ class PolicyInitConfig(Section):
 
 class SftConfig(Section):
     steps: int = Field(
-        1200, ge=0, description="SFT optimizer steps on reference solutions; 0 = copy."
+        1500, ge=0, description="SFT optimizer steps on reference solutions; 0 = copy."
     )
     batch_size: int = Field(16, ge=1, description="SFT sequences per step.")
     lr: float = Field(3e-3, gt=0, le=1.0, description="SFT AdamW peak learning rate.")
@@ -99,14 +99,14 @@ class SftConfig(Section):
         "(wrong program + its feedback -> reference), so multi-turn fixes can succeed.",
     )
     agent_fraction: float = Field(
-        0.03,
+        0.2,
         ge=0,
         lt=1,
         description="Share of SFT examples that are expert agent episodes on repository "
         "training tasks (scripted expert through the real environment); 0 = none.",
     )
     slip_fraction: float = Field(
-        0.0,
+        0.5,
         ge=0,
         le=1,
         description="Share of expert episodes that first make a wrong edit (another name in "

@@ -7,6 +7,13 @@ empirical pass rate per task) takes over with weight ``bucket.pass_rate_weight``
 the current policy actually solves is the better measure. Buckets are equal-frequency
 cuts of that score, 0 = easiest. The plan samples ``tasks_per_iteration`` task ids by
 per-bucket proportions, taken from the curriculum stage for the current iteration.
+
+With ``bucket.repo_tasks_per_iteration`` > 0 the two kinds are planned apart: function and
+repository tasks are bucketed each among their own kind and the plan takes
+``tasks_per_iteration`` function tasks plus that many repository tasks, each by the same
+proportions. Why: in one plan over both kinds the repository tasks' share of the plan is
+their share of the pool, a few tasks a night, and GRPO on a few agent tasks an iteration
+left the agent where SFT put it (bench/agent_curve.py).
 """
 
 from __future__ import annotations
@@ -101,22 +108,45 @@ def _counts(props: list[float], sizes: list[int], n: int) -> list[int]:
     return counts.tolist()
 
 
-def make_plan(tasks: list[Task], cfg, iteration: int) -> dict:
-    """Sample task ids per bucket (seeded by bucket.seed and the iteration)."""
-    props = proportions_for(cfg, iteration)
+def repo_share(cfg) -> int:
+    """Repository tasks planned apart each iteration (0: one plan over every kind)."""
+    return getattr(cfg, "repo_tasks_per_iteration", 0)  # (a plain namespace lacks it)
+
+
+def _sample(tasks: list[Task], cfg, props: list[float], n: int, rng) -> tuple[list, list, list]:
+    """(bucket sizes, counts, chosen ids) of ``n`` tasks drawn per bucket by ``props``."""
     members = [sorted(t.task_id for t in tasks if t.difficulty == b) for b in range(cfg.n_buckets)]
-    counts = _counts(props, [len(m) for m in members], cfg.tasks_per_iteration)
-    rng = np.random.default_rng([cfg.seed, iteration])
+    counts = _counts(props, [len(m) for m in members], n)
     chosen: list[str] = []
     for m, c in zip(members, counts, strict=True):
         if c:
             chosen += [m[i] for i in sorted(rng.choice(len(m), size=c, replace=False))]
+    return [len(m) for m in members], counts, chosen
+
+
+def make_plan(tasks: list[Task], cfg, iteration: int) -> dict:
+    """Sample task ids per bucket (seeded by bucket.seed and the iteration); with
+    ``repo_tasks_per_iteration`` the repository tasks are drawn apart (a stream of their
+    own), after the function tasks, and ``repo_tasks`` counts them."""
+    props = proportions_for(cfg, iteration)
+    rng = np.random.default_rng([cfg.seed, iteration])
+    n_repo = repo_share(cfg)
+    if not n_repo:
+        sizes, counts, chosen = _sample(tasks, cfg, props, cfg.tasks_per_iteration, rng)
+        return {"iteration": iteration, "proportions": props, "bucket_sizes": sizes,
+                "counts": counts, "task_ids": chosen, "seed": cfg.seed}
+    funcs = [t for t in tasks if t.kind != "repo"]
+    repos = [t for t in tasks if t.kind == "repo"]
+    sizes, counts, chosen = _sample(funcs, cfg, props, cfg.tasks_per_iteration, rng)
+    rng_repo = np.random.default_rng([cfg.seed, iteration, 1])
+    r_sizes, r_counts, r_chosen = _sample(repos, cfg, props, n_repo, rng_repo)
     return {
         "iteration": iteration,
         "proportions": props,
-        "bucket_sizes": [len(m) for m in members],
-        "counts": counts,
-        "task_ids": chosen,
+        "bucket_sizes": [a + b for a, b in zip(sizes, r_sizes, strict=True)],
+        "counts": [a + b for a, b in zip(counts, r_counts, strict=True)],
+        "task_ids": chosen + r_chosen,
+        "repo_tasks": len(r_chosen),
         "seed": cfg.seed,
     }
 
@@ -130,9 +160,17 @@ def read_rates(path: str | Path) -> dict[str, float]:
 
 def assign_difficulty(tasks: list[Task], rates: dict[str, float], cfg) -> list[Task]:
     """The tasks with ``difficulty`` = bucket id (0 = easiest) and the score's inputs
-    recorded in metadata (proxies, score, pass rate when known)."""
-    scores = difficulty_scores(tasks, rates, cfg.pass_rate_weight)
-    ids = assign_buckets(scores, cfg.n_buckets)
+    recorded in metadata (proxies, score, pass rate when known). With
+    ``repo_tasks_per_iteration`` each kind is cut into buckets among its own tasks."""
+    groups = [list(range(len(tasks)))]
+    if repo_share(cfg):
+        groups = [[i for i, t in enumerate(tasks) if (t.kind == "repo") == repo]
+                  for repo in (False, True)]
+    scores, ids = np.zeros(len(tasks)), np.zeros(len(tasks), dtype=int)
+    for g in groups:
+        if g:
+            part = difficulty_scores([tasks[i] for i in g], rates, cfg.pass_rate_weight)
+            scores[g], ids[g] = part, assign_buckets(part, cfg.n_buckets)
     out_tasks = []
     for t, s, b in zip(tasks, scores, ids, strict=True):
         meta = {

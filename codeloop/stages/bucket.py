@@ -35,6 +35,8 @@ def run(params: Params, paths: Paths, step: Step = call) -> dict[str, Any]:
     metrics = {f"bucket_{b}_size": n for b, n in enumerate(plan["bucket_sizes"])}
     metrics.update({f"bucket_{b}_planned": n for b, n in enumerate(plan["counts"])})
     metrics["planned_tasks"] = len(plan["task_ids"])
+    if "repo_tasks" in plan:
+        metrics["planned_repo_tasks"] = plan["repo_tasks"]
     io.write_json(paths.metrics("bucket"), metrics)
     log.info(
         "buckets %s, plan %s tasks by %s (%s)", plan["bucket_sizes"], len(plan["task_ids"]),
