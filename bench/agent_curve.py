@@ -125,6 +125,10 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--train-repo-tasks", type=int, default=500)
     ap.add_argument("--heldout", type=int, default=360, help="held-out repo tasks (generated with seed=1000)")
+    ap.add_argument("--heldout-seed", type=int, default=None,
+                    help="generator seed of the held-out repositories (default: params "
+                    "clean.repo_tasks.heldout_seed, 1000): another seed is a fresh held-out "
+                    "stream that chose none of the bench's settings")
     ap.add_argument("--show", type=int, default=1, help="SFT episodes printed (diagnosis)")
     ap.add_argument(
         "--knob",
@@ -462,8 +466,11 @@ def main() -> int:
         **knob,
     )
     # The held-out set keeps the nightly frozen set's knob (params), whatever training uses.
+    hseed = r.heldout_seed if a.heldout_seed is None else a.heldout_seed
+    if hseed == r.seed:
+        raise SystemExit(f"--heldout-seed {hseed} is the training repositories' seed")
     heldout, htrees = generate_repo_tasks(
-        a.heldout, seed=r.heldout_seed, tasks_per_repo=r.tasks_per_repo, operators=ops, **frozen
+        a.heldout, seed=hseed, tasks_per_repo=r.tasks_per_repo, operators=ops, **frozen
     )
     # The GRPO pool: later repositories of the training seed, none of whose tasks SFT saw.
     train, grpo = train[: a.train_repo_tasks], train[a.train_repo_tasks :] or train
