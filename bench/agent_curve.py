@@ -86,6 +86,7 @@ from codeloop.agent.judge import judge_many  # noqa: E402
 from codeloop.config import load_params  # noqa: E402
 from codeloop.data.generator import generate_tasks  # noqa: E402
 from codeloop.data.repos.expert import expert_calls, slipped  # noqa: E402
+from codeloop.data.repos.load import first_per_repo  # noqa: E402
 from codeloop.data.repos.store import store_files  # noqa: E402
 from codeloop.data.repos.synth import REPAIRABLE, generate_repo_tasks  # noqa: E402
 from codeloop.evaluate.agent_metrics import (  # noqa: E402
@@ -333,17 +334,6 @@ def _refuse_overlap(train: list[tuple[Path, list]], heldout: list[tuple[Path, li
                 )
 
 
-def _first_per_repo(tasks: list, most: int) -> list:
-    """The first ``most`` tasks of each repository, in order (all of them when 0)."""
-    taken: dict[str, int] = {}
-    out = []
-    for t in tasks:
-        taken[t.repo] = taken.get(t.repo, 0) + 1
-        if not most or taken[t.repo] <= most:
-            out.append(t)
-    return out
-
-
 def _bring_minted(minted: list[tuple[Path, list]], repos: str, envs: str) -> None:
     """Each minted dir's snapshots into the one ``repos`` dir (content-addressed: a snapshot
     two dirs share is the same tree) and its tasks' environment dirs into ``envs``."""
@@ -440,7 +430,7 @@ def main() -> int:
     a = _args()
     real_held, real_train = _minted(a.real_heldout), _minted(a.real_train)
     _refuse_overlap(real_train, real_held)
-    real_held = [(d, _first_per_repo(tasks, a.real_heldout_max)) for d, tasks in real_held]
+    real_held = [(d, first_per_repo(tasks, a.real_heldout_max)) for d, tasks in real_held]
     p = load_params(a.params)
     over = dict(kv.split("=", 1) for kv in a.train.split(",")) if a.train else {}
     train_cfg = type(p.train)(**{**p.train.model_dump(), **over})  # validated as params are

@@ -14,8 +14,8 @@ again without the variant run (``JudgeConfig(variant_targets=0)``: what that run
 also says how many predictions it called resolved (the baselines trust pytest's exit code,
 so a hack that passes is "resolved" there).
 
-``--minted DIR ...`` runs the same comparison on real repositories instead: the tasks that
-``codeloop mint`` wrote to each DIR (their snapshots and environment dirs), three
+``--minted DIR ... [--per-repo N] [--out CSV]`` runs the same comparison on real repositories
+instead: the tasks that ``codeloop mint`` wrote to each DIR (the first N of each repository) (their snapshots and environment dirs), three
 predictions per task (the reference fix, an empty patch, a conftest.py that reports every
 test passed), and every runner cold: the judge's executor is started inside the timing and
 judges nothing before it, as each ``docker run`` starts from nothing. Only the per
@@ -171,17 +171,19 @@ def _docker_ok() -> bool:
     return probe.returncode == 0
 
 
-def load_minted(dirs: list[str], root: Path) -> tuple[list, str, str]:
-    """The minted tasks of ``dirs``, their snapshots under one repos dir and their
-    environment dirs (plus pytest's and the plugin's) under one envs root."""
+def load_minted(dirs: list[str], root: Path, per_repo: int = 0) -> tuple[list, str, str]:
+    """The minted tasks of ``dirs`` (the first ``per_repo`` of each repository; all when 0),
+    their snapshots under one repos dir and their environment dirs (plus pytest's and the
+    plugin's) under one envs root."""
     from codeloop.agent.envdirs import plugin_env, pytest_env
     from codeloop.agent.executor import copy_task_envs
+    from codeloop.data.repos.load import first_per_repo
     from codeloop.io import read_tasks
 
     repos, envs = root / "repos", root / "envs"
     tasks = []
     for d in map(Path, dirs):
-        ts = read_tasks(d / "tasks.parquet")
+        ts = first_per_repo(read_tasks(d / "tasks.parquet"), per_repo)
         shutil.copytree(d / "repos", repos, dirs_exist_ok=True)
         copy_task_envs(ts, str(d / "envs"), str(envs))
         tasks += ts
@@ -201,10 +203,10 @@ def _env_images(tasks, envs: str) -> None:
         env_image(client, os.path.join(envs, name), IMAGE)
 
 
-def minted_main(dirs: list[str], workers: int, out: str = "") -> None:
+def minted_main(dirs: list[str], workers: int, out: str = "", per_repo: int = 0) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-judge-real-"))
     try:
-        tasks, repos, envs = load_minted(dirs, root)
+        tasks, repos, envs = load_minted(dirs, root, per_repo)
         pairs = [(t, p) for t in tasks for p in (t.patch, "", FORCE_PASS)]
         rows = [("codeloop judge, local", *run_codeloop_cold(pairs, repos, envs, "local", workers)),
                 ("  the same, no variant run", *run_codeloop_cold(
@@ -256,9 +258,11 @@ def main() -> None:
     ap.add_argument("--minted", nargs="+", default=[], metavar="DIR",
                     help="codeloop mint output dirs: judge their real-repo tasks instead")
     ap.add_argument("--out", default="", help="--minted: also write the rows as this CSV")
+    ap.add_argument("--per-repo", type=int, default=0,
+                    help="--minted: the first N tasks of each repository (0: all)")
     a = ap.parse_args()
     if a.minted:
-        minted_main(a.minted, a.workers, a.out)
+        minted_main(a.minted, a.workers, a.out, a.per_repo)
         return
     root = Path(tempfile.mkdtemp(prefix="bench-judge-"))
     try:

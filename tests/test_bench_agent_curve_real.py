@@ -15,7 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.agent_curve import FIELDS, REAL_FIELDS, _base_name, _first_per_repo, _interleave
+from bench.agent_curve import FIELDS, REAL_FIELDS, _base_name, _interleave
+from codeloop.data.repos.load import first_per_repo
 from codeloop.evaluate.paired import cluster_se
 from codeloop.io import read_tasks
 
@@ -170,6 +171,6 @@ def test_real_training_tasks_spread_through_the_grpo_pool_so_every_slice_holds_s
 
 def test_a_capped_heldout_set_keeps_the_first_tasks_of_each_repository():
     tasks = [SimpleNamespace(repo=r, task_id=f"{r}/{i}") for i in range(4) for r in ("a", "b")]
-    kept = [t.task_id for t in _first_per_repo(tasks, 2)]
+    kept = [t.task_id for t in first_per_repo(tasks, 2)]
     assert kept == ["a/0", "b/0", "a/1", "b/1"]
-    assert len(_first_per_repo(tasks, 0)) == len(tasks)
+    assert len(first_per_repo(tasks, 0)) == len(tasks)

@@ -21,6 +21,18 @@ from codeloop.schema import Task
 REPO_KINDS = ("synthetic_repo", "repo", "mint", "swebench")
 
 
+def first_per_repo(tasks: list[Task], most: int) -> list[Task]:
+    """The first ``most`` tasks of each repository, in order (all of them when 0): a
+    per-repository cap that keeps every repository of a task set in a smaller one."""
+    taken: dict[str, int] = {}
+    out = []
+    for t in tasks:
+        taken[t.repo] = taken.get(t.repo, 0) + 1
+        if not most or taken[t.repo] <= most:
+            out.append(t)
+    return out
+
+
 def _checked(res, source: str, file: str, tasks: list[Task], repos_dir) -> None:
     for row, t in enumerate(tasks, start=1):
         res.rows_in += 1
