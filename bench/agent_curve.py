@@ -57,7 +57,10 @@ environment dirs into the executor's envs root. A real episode is longer in toke
 synthetic one (its files are longer, and a tokenizer fitted to synthetic code splits real
 code finer), so a real run wants ``--context`` above the embedded 1,024: SFT drops every
 demo that does not fit (the run prints how many real ones fit) and a rollout that outgrows
-the context ends there.
+the context ends there. metrics/agent_curve_real_synthonly.csv (``--heldout-seed 2000
+--real-heldout`` on the minted held-out repositories, 10 tasks each, ``--context 2048
+--iterations 3``) and metrics/agent_curve_real_mixed.csv (the same with ``--real-train`` on
+the minted training repositories and ``--real-grpo``) are those two arms.
 """
 
 from __future__ import annotations
