@@ -208,12 +208,12 @@ def minted_main(dirs: list[str], workers: int, out: str = "", per_repo: int = 0)
     try:
         tasks, repos, envs = load_minted(dirs, root, per_repo)
         pairs = [(t, p) for t in tasks for p in (t.patch, "", FORCE_PASS)]
-        rows = [("codeloop judge, local", *run_codeloop_cold(pairs, repos, envs, "local", workers)),
-                ("  the same, no variant run", *run_codeloop_cold(
+        rows = [("codeloop judge local", *run_codeloop_cold(pairs, repos, envs, "local", workers)),
+                ("  no variant run", *run_codeloop_cold(
                     pairs, repos, envs, "local", workers, JudgeConfig(variant_targets=0)))]
         if _docker_ok():
             _env_images(tasks, envs)
-            rows.append(("codeloop judge, docker",
+            rows.append(("codeloop judge docker",
                          *run_codeloop_cold(pairs, repos, envs, "docker", workers)))
             rows.append(("docker run per prediction",
                          *run_docker_pairs(pairs, repos, envs, workers, str(root))))
@@ -272,14 +272,14 @@ def main() -> None:
         env_paths(task, envs)
         patches = predictions(task, a.n)
         rows = [
-            ("codeloop judge, local", *run_codeloop(task, repos, envs, patches, "local", a.workers)),
-            ("  the same, no variant run", *run_codeloop(
+            ("codeloop judge local", *run_codeloop(task, repos, envs, patches, "local", a.workers)),
+            ("  no variant run", *run_codeloop(
                 task, repos, envs, patches, "local", a.workers, JudgeConfig(variant_targets=0))),
         ]
         if _docker_ok():
             rows.append(
                 (
-                    "codeloop judge, docker",
+                    "codeloop judge docker",
                     *run_codeloop(task, repos, envs, patches, "docker", a.workers),
                 )
             )

@@ -167,12 +167,25 @@ def _deep(root: Path, depth: int, name: str) -> None:
     os.close(fd)
 
 
-def test_the_diff_of_a_tree_deeper_than_recursion_and_longer_than_path_max_lists_it(tmp_path):
+@pytest.fixture
+def work_dir(tmp_path):
+    """An empty dir, removed by dir fds after the test: pytest's own clean-up of old temp
+    dirs recurses, and a 3000-deep tree left here ends a later session in RecursionError."""
+    from codeloop.sandbox.trees import remove_tree
+
+    work = tmp_path / "work"
+    work.mkdir()
+    yield work
+    remove_tree(str(work))
+
+
+def test_the_diff_of_a_tree_deeper_than_recursion_and_longer_than_path_max_lists_it(
+    tmp_path, work_dir
+):
     from codeloop.agent.patches import unified_diff
 
-    base, work = tmp_path / "base", tmp_path / "work"
+    base, work = tmp_path / "base", work_dir
     base.mkdir()
-    work.mkdir()
     _deep(work, 3000, "d")
     _deep(work, 20, "x" * 250)
     diff = unified_diff(str(base), str(work))
