@@ -85,8 +85,10 @@ def write_files(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def make_repo_task(root: str | Path, extra_modules: int = 0, extra_tests: int = 0) -> Task:
-    """Build the repository and its task under ``root`` (snapshots in ``root/repos``)."""
+def make_repo_task(root: str | Path, extra_modules: int = 0, extra_tests: int = 0,
+                   f2p: tuple[str, str] = ("test_add_positive", F2P)) -> Task:
+    """Build the repository and its task under ``root`` (snapshots in ``root/repos``);
+    ``f2p``: the FAIL_TO_PASS test's node name in tests/test_f2p.py and that file's text."""
     root = Path(root)
     pristine, buggy, tested = root / "pristine", root / "buggy", root / "tested"
     files = {"calc/__init__.py": "", "calc/ops.py": OPS, "calc/text.py": TEXT,
@@ -109,9 +111,9 @@ def make_repo_task(root: str | Path, extra_modules: int = 0, extra_tests: int = 
     ops = buggy / "calc/ops.py"
     ops.write_text(ops.read_text().replace(GOLD_EDIT[2], GOLD_EDIT[1]))
     shutil.copytree(buggy, tested)
-    write_files(tested, {"tests/test_f2p.py": F2P})
+    write_files(tested, {"tests/test_f2p.py": f2p[1]})
     visible = ["tests/test_visible.py::test_mul", "tests/test_visible.py::test_shout",
-               "tests/test_visible.py::test_add_zero", "tests/test_f2p.py::test_add_positive"]
+               "tests/test_visible.py::test_add_zero", f"tests/test_f2p.py::{f2p[0]}"]
     visible += [f"tests/test_many.py::test_value_{i}" for i in range(extra_tests)]
     return Task(
         task_id="calc__calc-1", source="synthetic", prompt="add() returns the wrong result for non-zero inputs.",
@@ -119,7 +121,7 @@ def make_repo_task(root: str | Path, extra_modules: int = 0, extra_tests: int = 
         bug_patch=unified_diff(str(pristine), str(buggy)),
         patch=unified_diff(str(buggy), str(pristine)),
         test_patch=unified_diff(str(buggy), str(tested)),
-        fail_to_pass=["tests/test_f2p.py::test_add_positive"],
+        fail_to_pass=[f"tests/test_f2p.py::{f2p[0]}"],
         pass_to_pass=visible[:3] + visible[4:],
         visible_tests=visible, hidden_tests=["tests/test_hidden.py::test_add_negative"],
     )

@@ -3,7 +3,7 @@
 ``read_channel`` takes what the sandboxed pytest run (codeloop.agent.judge_boot) wrote on
 its result fd and the process's exit, and gives each requested node id an outcome. A test
 counts as ``passed`` only when its setup, call and teardown were each reported exactly
-once, by the pid that started, in sequence, under this run's nonce, and the run itself
+once (and none of its call's subtests failed), by the pid that started, in sequence, under this run's nonce, and the run itself
 adds up: one ``start`` first, one ``collected`` naming exactly the requested ids, a
 ``finish`` whose record count and exit status match what we saw. A line without the
 nonce, a gap or repeat in the sequence, another pid, a record after ``finish``, a doubled
@@ -52,6 +52,7 @@ class _Run:
         self.seq = 0
         self.order: list[str] = []
         self.collect_errors: list[str] = []
+        self.sub_failed: dict[str, dict] = {}  # node id -> its first failed subtest's record
 
     def take(self, line: str) -> None:
         try:
@@ -96,6 +97,12 @@ class _Run:
         if when in per:
             self.forged.append(f"{node} {when} reported twice")
         per[when] = rec
+
+    def _on_sub(self, rec: dict) -> None:
+        # a subtest of a call phase: any number per test; a failed one fails the test
+        node = str(rec.get("id"))
+        if rec.get("outcome") == "failed":
+            self.sub_failed.setdefault(node, rec)
 
     def _on_tamper(self, rec: dict) -> None:
         self.tampered += [str(x) for x in rec.get("what") or []]
@@ -175,8 +182,8 @@ def read_channel(
     trusted = not run.forged and not run.tampered
     rep.order, rep.collect_errors = list(run.order), list(run.collect_errors)
     for node in run.order:
-        text = next((str(r.get("lr") or "") for r in run.phases[node].values()
-                     if r.get("outcome") == "failed"), "")
+        recs = [*run.phases[node].values(), run.sub_failed.get(node, {})]
+        text = next((str(r.get("lr") or "") for r in recs if r.get("outcome") == "failed"), "")
         if text:
             rep.details[node] = text
     for node in want:
@@ -184,6 +191,8 @@ def read_channel(
             rep.outcomes[node] = "untrusted"
             continue
         outcome, exc = _outcome(run.phases.get(node, {}))
+        if outcome in ("passed", "xpassed") and node in run.sub_failed:
+            outcome, exc = "failed", str(run.sub_failed[node].get("exc") or "")
         rep.outcomes[node] = outcome
         if exc:
             rep.failure_types[node] = exc

@@ -6,7 +6,8 @@ takes the result fd (``CODELOOP_RESULT_FD``) to a fresh descriptor, records the 
 the pytest machinery that decides an outcome, and only then starts pytest with our plugin
 object. Every line it writes there is one JSON record carrying the nonce, a sequence
 number and the pid that started: ``start``, ``collected`` (the node ids pytest selected),
-``collect_error``, one ``rep`` per test phase, ``tamper`` when the machinery changed under
+``collect_error``, one ``rep`` per test phase (``sub`` for each subtest of a call phase),
+``tamper`` when the machinery changed under
 it, and ``finish`` (pytest's exit status and how many records came before). The host side
 (codeloop.agent.channel) trusts nothing here that it cannot count; see judge.py for what an
 in-process attacker can still do.
@@ -187,6 +188,17 @@ def _resolve(mod, dotted):
     return obj
 
 
+def subtest_report_type():
+    """pytest's report class of one subtest (``unittest``'s ``subTest``, the ``subtests``
+    fixture; pytest 9 on): a test's call phase may log several before the test's own
+    report, and a failed one fails the test. None where this pytest has no such class."""
+    try:
+        from _pytest.subtests import SubtestReport
+    except ImportError:
+        return None
+    return SubtestReport
+
+
 def _identity(obj):
     code = getattr(obj, "__code__", None) or getattr(getattr(obj, "fget", None), "__code__", None)
     return (id(obj), id(code) if code is not None else 0)
@@ -210,6 +222,7 @@ class Channel:
         self.guard = None  # set by main once the tree's files are known
         self.detail = False  # failure texts in the records (an agent's own test run)
         self.origins = {}  # id(code) -> (code, trusted): hook origins checked once each
+        self.sub_type = subtest_report_type()  # bound before the tree's code runs
         self.emit("start", pytest=sys.modules["pytest"].__version__)
 
     def emit(self, kind, **fields):
@@ -300,6 +313,8 @@ class Channel:
 
     def pytest_collection_finish(self, session):
         self.check()
+        if self.guard is not None:
+            self.guard.hold_test_functions()
         self.emit("collected", ids=[item.nodeid for item in session.items])
 
     def pytest_runtest_makereport(self, item, call):
@@ -311,8 +326,9 @@ class Channel:
         xfail = getattr(report, "wasxfail", None) is not None
         exc = self.exc.pop((report.nodeid, report.when), "")
         fields = {"lr": self._text(report)} if report.failed and self.detail else {}
-        self.emit("rep", id=report.nodeid, when=report.when, outcome=report.outcome,
-                  xfail=xfail, exc=exc, **fields)
+        sub = self.sub_type is not None and isinstance(report, self.sub_type)
+        self.emit("sub" if sub else "rep", id=report.nodeid, when=report.when,
+                  outcome=report.outcome, xfail=xfail, exc=exc, **fields)
 
     def pytest_sessionfinish(self, session):
         self.check()
@@ -351,9 +367,15 @@ class Guard:
       test's own expected values;
     - opens a test file (the snapshot's) when the innermost frame of the tree's code on
       the stack is the patch's;
-    - walks the garbage collector's objects, sets a trace or profile hook, uses ctypes
-      (patch code asking), or swaps the code or defaults of a test's or pytest's function
-      (anyone asking).
+    - walks the garbage collector's objects, sets a trace or profile hook (patch code
+      asking), uses ctypes (the first code past the standard library on the stack is the
+      patch's: a library of the env dirs that loads ctypes for itself, as numpy does when
+      the patch imports it, is that library's doing), or swaps the code or defaults of a
+      test's or pytest's function (the patch's code asking, ``protected``; trusted code only where its
+      own code names the attribute and either the function's own module is at work, as
+      the standard library's ``types.coroutine`` marking asyncio's functions when the
+      patch first imports asyncio, or no code of the patch is on the stack, as a library
+      the test calls copying the test's function).
 
     "The patch's code" is any code not of a trusted origin (``untrusted``): a file the
     patch changed, a file that was not there when the run started (under the tree, /tmp
@@ -361,14 +383,16 @@ class Guard:
     standard library, pytest and the env dirs are trusted.
     """
 
-    def __init__(self, chan, root, changed, tests, trusted_dirs):
+    def __init__(self, chan, root, changed, tests, trusted_dirs, stdlib):
         self.chan = chan
+        self.stdlib = os.path.realpath(stdlib) + "/"
         self.root = os.path.realpath(root) + "/"
         self.present = frozenset(_tree_files(root))
         self.changed = frozenset(os.path.join(os.path.realpath(root), r) for r in changed)
         self.tests = frozenset(os.path.realpath(p) for p in tests)
         self.trusted = tuple(os.path.realpath(d) + "/" for d in trusted_dirs)
         self.busy = [False]
+        self.held = None  # id -> function the test files defined (hold_test_functions)
         self.getframe, self.realpath = sys._getframe, os.path.realpath
         self.fn_type, self.str_type = type(main), str
 
@@ -406,6 +430,73 @@ class Guard:
             frame = frame.f_back
         return False
 
+    def first_past_stdlib_is_patch(self, frame):
+        """The first frame past the standard library's (and the import system's) is the
+        patch's code: it, not a trusted library, is the one using what the stdlib gives."""
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if not (name.startswith(self.stdlib) or name.startswith("<frozen")):
+                return self.untrusted(frame.f_code)
+            frame = frame.f_back
+        return False
+
+    def own_module_at_work(self, fn_file, frame):
+        """The frames from ``frame`` out, past the standard library's, reach the file
+        ``fn_file`` itself: the function's own module decorating what it defines."""
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if name == fn_file:
+                return True
+            if not (name.startswith(self.stdlib) or name.startswith("<frozen")):
+                return False
+            frame = frame.f_back
+        return False
+
+    def hold_test_functions(self):
+        """Keep the functions the test files and conftests defined, as collection left
+        them (methods of their classes too): the ones a test run calls or checks with."""
+        held = {}
+        for mod in list(sys.modules.values()):
+            path = vars(mod).get("__file__") if isinstance(mod, type(os)) else None
+            if type(path) is not self.str_type or self.realpath(path) not in self.tests:
+                continue
+            for value in list(vars(mod).values()):
+                inner = list(vars(value).values()) if isinstance(value, type) else []
+                for obj in (value, *inner, *(getattr(i, "__func__", None) for i in inner)):
+                    if type(obj) is self.fn_type:
+                        held[id(obj)] = obj
+        self.held = held
+
+    def protected(self, fn, fn_file):
+        """A function whose code or defaults no patch code may change: the standard
+        library's, pytest's or an env dir's, or one a test file or conftest defined (until
+        collection ends, any function of theirs; a lambda or local function a test makes
+        and hands to the patch's code is that code's to copy or change, as a library such
+        as boltons' ``copy_function`` does)."""
+        if fn_file.startswith(self.trusted):
+            return True
+        if fn_file not in self.tests:
+            return False
+        return self.held is None or id(fn) in self.held
+
+    def patch_on_stack(self, frame):
+        """Some frame from ``frame`` out is the patch's code."""
+        while frame is not None:
+            if self.untrusted(frame.f_code):
+                return True
+            frame = frame.f_back
+        return False
+
+    def trusted_swap(self, fn_file, attr, caller):
+        """Trusted code changes a trusted function's ``attr`` of its own accord: its code
+        names the attribute (no generic caller, a thread's run or a partial, handing on a
+        ``setattr`` the patch chose), and either the function's own module is at work or
+        no code of the patch is on the stack (a library copying a test's function)."""
+        code = caller.f_code
+        if attr not in code.co_names and attr not in code.co_consts:
+            return False
+        return self.own_module_at_work(fn_file, caller) or not self.patch_on_stack(caller)
+
     def _kind(self, event, args, caller):
         if event == "object.__getattr__":
             hit = args[1] in FRAME_ATTRS and self.asked_by_patch(caller)
@@ -415,8 +506,10 @@ class Guard:
             if args[1] not in CODE_ATTRS or type(target) is not self.fn_type:
                 return ""
             name = target.__code__.co_filename
+            if self.untrusted(caller.f_code):
+                return "code_swap" if self.protected(target, name) else ""
             mine = name in self.tests or name.startswith(self.trusted)
-            return "code_swap" if mine or self.untrusted(caller.f_code) else ""
+            return "code_swap" if mine and not self.trusted_swap(name, args[1], caller) else ""
         if event == "open":
             path = args[0]
             if type(path) is not self.str_type:
@@ -434,7 +527,7 @@ class Guard:
             return "gc_objects" if self.asked_by_patch(caller) else ""
         if event in TRACE_EVENTS:
             return "settrace" if self.innermost_tree_is_patch(caller) else ""
-        return "ctypes" if self.innermost_tree_is_patch(caller) else ""
+        return "ctypes" if self.first_past_stdlib_is_patch(caller) else ""
 
     def hook(self, event, args):
         if event not in WATCH_EVENTS or self.busy[0]:
@@ -522,7 +615,7 @@ def main():
     stdlib = os.path.dirname(os.__file__)
     here = os.path.dirname(os.path.abspath(__file__))
     chan.guard = Guard(chan, os.getcwd(), spec.get("changed", []), snap,
-                       [stdlib, pytest_dir, here, *spec["paths"]])
+                       [stdlib, pytest_dir, here, *spec["paths"]], stdlib)
     plugins = env_plugins()  # autoload off: entry points of the env dirs only, loaded now
     tree = tree_paths(spec["paths"])
     sys.addaudithook(chan.guard.hook)

@@ -223,13 +223,17 @@ class Slate:
 class Outcome:
     """The one test's phases, as pytest reports them."""
 
-    def __init__(self, node, pinned, path):
+    def __init__(self, node, pinned, path, sub_type):
         self.node, self.phases, self.pinned, self.path = node, {}, pinned, path
+        self.sub_type, self.sub_failed = sub_type, False
 
     def pytest_collection_finish(self, session):
         self.pinned.pop(self.path, None)  # imported: its source is served no more
 
     def pytest_runtest_logreport(self, report):
+        if self.sub_type is not None and isinstance(report, self.sub_type):
+            self.sub_failed = self.sub_failed or report.failed  # a subtest's fails the test
+            return
         self.phases.setdefault(report.when, report)
 
     def verdict(self):
@@ -242,7 +246,7 @@ class Outcome:
             return "missing"
         if getattr(call, "wasxfail", None) is not None:
             return "failed"
-        if not call.passed:
+        if not call.passed or self.sub_failed:
             return "skipped" if call.skipped else "failed"
         return "passed" if down.passed else "error"
 
@@ -257,7 +261,8 @@ def child(boot, header, vfd, at, snap, plugins, args, out_fd):
     pinned[os.path.abspath(header["rel"])] = text
     del text
     boot.pin_tests(pinned, os.getcwd())
-    seen = Outcome(header["node"], pinned, os.path.abspath(header["rel"]))
+    seen = Outcome(header["node"], pinned, os.path.abspath(header["rel"]),
+                   boot.subtest_report_type())
     pytest.main([*args, "--", header["node"]], plugins=[seen, *plugins])
     os.write(out_fd, seen.verdict().encode())
 
