@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 from codeloop.config import load_params, load_repos_list  # noqa: E402
 from codeloop.data.repos.mint_list import ListConfig, format_yield_table, mint_list  # noqa: E402
 
-REASONS = ("no_test_fails", "collect_error", "timeout", "duplicate_failing_set")
+REASONS = ("no_test_fails", "collect_error", "timeout", "duplicate_failing_set",
+           "judge_refuses_gold")
 COLUMNS = ["backend", "repo", "version", "split", "status", "tried", "kept", *REASONS,
            "stable_tests", "seconds", "reason"]
 

@@ -224,3 +224,29 @@ def test_a_minted_task_s_failing_tests_pass_with_the_fix_in_its_env(minted, tmp_
     finally:
         ex.close()
     assert report.outcomes == dict.fromkeys(t.fail_to_pass, "passed"), report.output_tail
+
+
+NAMED = {
+    "calc/__init__.py": "",
+    "calc/ops.py": "def double(x):\n    return x * 2\n\n\ndef triple(x):\n    return x * 3\n",
+    "tests/test_ops.py": (
+        "import os\n\nfrom calc.ops import double, triple\n\n\n"
+        "def test_double():\n    assert double(2) == 4\n\n\n"
+        "def test_triple_by_name():\n"
+        "    assert 'test_triple_by_name' in os.environ.get('PYTEST_CURRENT_TEST', '')\n"
+        "    assert triple(2) == 6\n"
+    ),
+}
+
+
+def test_a_task_whose_fix_the_judge_refuses_is_not_minted_and_the_report_says_why(tmp_path):
+    # the judge runs each F2P test alone under a fresh name: a test that checks its own
+    # name fails there, so no fix of triple could ever be paid
+    src = write_files(tmp_path / "named", NAMED)
+    res = mint_repo(src, tmp_path / "out", MintConfig(max_tasks=20, seed=0, workers=2))
+    report = read_json(tmp_path / "out" / "report.json")
+    assert res.tasks and all(t.fail_to_pass == ["tests/test_ops.py::test_double"]
+                             for t in res.tasks)
+    assert report["rejected"]["judge_refuses_gold"] == len(report["judge_refused"]) > 0
+    assert all("variant_mismatch" in r["flags"] for r in report["judge_refused"])
+    assert report["tried"] == report["kept"] + sum(report["rejected"].values())

@@ -7,7 +7,8 @@ failing ones are excluded from every task). Single-site AST mutations
 (codeloop.data.repos.mutate) of the product files are tried in a seeded order, a batch
 at a time over the sandbox workers: a candidate is kept when the suite still collects
 and at least one stable test goes pass -> fail; FAIL_TO_PASS and PASS_TO_PASS come from
-that run. The problem statement is written from the failure evidence (the failing test,
+that run, and when the judge resolves the task's own fix (one an agent could not be paid
+for is no task). The problem statement is written from the failure evidence (the failing test,
 its source as a reproducer, pytest's assertion lines), with every traceback frame in
 product code removed so the mutated line is never named. Every minted task names its
 environment: an env spec (the sandbox's interpreter, the declared dependencies pinned, a
@@ -300,7 +301,21 @@ def _rejection(report, failing: tuple, seen_failing: set) -> str:
     return "duplicate_failing_set" if failing in seen_failing else ""
 
 
-def _mint(ex, snap: Path, sha: str, name: str, env: list[str], cfg: MintConfig) -> MintResult:
+def _judge_gold(ex, repos: Path, tasks: list[Task]) -> list[dict]:
+    """Judge each task's own fix as the judge will pay an agent's: what it refuses (a
+    test that reads its own file or name, fails alone in a fresh process, or trips the
+    tamper checks; a test the sandbox image skips) is no task, however the mutation ran.
+    One entry per task: {} when the judge resolves its gold patch, else why not."""
+    from codeloop.agent.judge import judge_many
+
+    verdicts = judge_many([(t, t.patch) for t in tasks], str(repos), ex) if tasks else []
+    return [{} if v.resolved else {"task_id": t.task_id, "flags": list(v.hack_flags),
+                                   "problems": [p[:300] for p in v.problems[:3]]}
+            for t, v in zip(tasks, verdicts, strict=True)]
+
+
+def _mint(ex, repos: Path, sha: str, name: str, env: list[str], cfg: MintConfig) -> MintResult:
+    snap = store.snapshot_path(repos, sha)
     pristine = _run_trees(ex, snap, [None] * cfg.pristine_runs, env, cfg)
     stable, unstable = _stable(pristine)
     if not stable:
@@ -314,12 +329,14 @@ def _mint(ex, snap: Path, sha: str, name: str, env: list[str], cfg: MintConfig) 
     rejected: Counter = Counter()
     per_op: dict[str, Counter] = {}
     seen_failing: set[tuple] = set()
+    refused: list[dict] = []
     tried, batch = 0, max(4, 4 * cfg.workers)  # a few runs per batch command and worker
     while cands and len(res.tasks) < cfg.max_tasks and tried < max_tries:
         chunk, cands = cands[:batch], cands[batch:]
         reports = _run_trees(ex, snap, chunk, env, cfg)
+        new: list[tuple[Task, Counter]] = []
         for c, r in zip(chunk, reports, strict=True):
-            if len(res.tasks) >= cfg.max_tasks:
+            if len(res.tasks) + len(new) >= cfg.max_tasks:
                 break
             tried += 1
             op = per_op.setdefault(c.mutation.operator, Counter())
@@ -328,11 +345,17 @@ def _mint(ex, snap: Path, sha: str, name: str, env: list[str], cfg: MintConfig) 
             reason = _rejection(r, failing, seen_failing)
             if reason:
                 rejected[reason] += 1
+                continue
+            seen_failing.add(failing)
+            new.append((_task(name, sha, c, set(failing), stable, r, snap, product, cfg,
+                              len(res.tasks) + len(new)), op))
+        for (task, op), why in zip(new, _judge_gold(ex, repos, [t for t, _ in new]), strict=True):
+            if why:
+                rejected["judge_refuses_gold"] += 1
+                refused.append(why)
             else:
-                seen_failing.add(failing)
                 op["kept"] += 1
-                res.tasks.append(_task(name, sha, c, set(failing), stable, r, snap, product,
-                                       cfg, len(res.tasks)))
+                res.tasks.append(task)
     res.report = {
         "repo": name,
         "snapshot": sha,
@@ -342,6 +365,7 @@ def _mint(ex, snap: Path, sha: str, name: str, env: list[str], cfg: MintConfig) 
         "tried": tried,
         "kept": len(res.tasks),
         "rejected": dict(sorted(rejected.items())),
+        "judge_refused": refused,
         "per_operator": {k: {"tried": v["tried"], "kept": v["kept"],
                              "yield": round(v["kept"] / v["tried"], 4) if v["tried"] else 0.0}
                          for k, v in sorted(per_op.items())},
@@ -376,7 +400,7 @@ def mint_repo(path: str | Path, out_dir: str | Path, cfg: MintConfig, backend: s
         own = str(envs / cfg.env_name) if cfg.env_name else None  # docker: its env's image
         ex = make_executor(sandbox, workspaces=True, envs_root=str(envs), env_dir=own)
         try:
-            res = _mint(ex, store.snapshot_path(out / "repos", sha), sha, name, env, cfg)
+            res = _mint(ex, out / "repos", sha, name, env, cfg)
         finally:
             ex.close()
         if cfg.env_name:  # the env travels with the tasks: clean copies it beside its snapshots
