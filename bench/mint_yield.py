@@ -57,7 +57,7 @@ def _totals(rows: list[dict]) -> list[dict]:
                    "status": f"{sum(r['status'] == 'ok' for r in part)}/{len(part)} ok",
                    "seconds": round(sum(float(r["seconds"]) for r in part), 2), "reason": ""}
             for k in ("tried", "kept", *REASONS, "stable_tests"):
-                row[k] = sum(int(r[k]) for r in part)
+                row[k] = sum(int(r.get(k) or 0) for r in part)  # a column older rows lack: 0
             out.append(row)
     return out
 
