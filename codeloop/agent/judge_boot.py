@@ -453,19 +453,14 @@ class Guard:
         return False
 
     def hold_test_functions(self):
-        """Keep the functions the test files and conftests defined, as collection left
-        them (methods of their classes too): the ones a test run calls or checks with."""
-        held = {}
-        for mod in list(sys.modules.values()):
-            path = vars(mod).get("__file__") if isinstance(mod, type(os)) else None
-            if type(path) is not self.str_type or self.realpath(path) not in self.tests:
-                continue
-            for value in list(vars(mod).values()):
-                inner = list(vars(value).values()) if isinstance(value, type) else []
-                for obj in (value, *inner, *(getattr(i, "__func__", None) for i in inner)):
-                    if type(obj) is self.fn_type:
-                        held[id(obj)] = obj
-        self.held = held
+        """Keep every function whose code is a test file's or conftest's as collection
+        left them (tests, helpers, fixtures, whatever wraps them): the ones a test run
+        calls or checks with. Functions made later (a lambda a test makes) are not held."""
+        import gc
+
+        tests, fn_type = self.tests, self.fn_type
+        self.held = {id(o): o for o in gc.get_objects()
+                     if type(o) is fn_type and o.__code__.co_filename in tests}
 
     def protected(self, fn, fn_file):
         """A function whose code or defaults no patch code may change: the standard
