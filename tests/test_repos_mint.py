@@ -250,3 +250,5 @@ def test_a_task_whose_fix_the_judge_refuses_is_not_minted_and_the_report_says_wh
     assert report["rejected"]["judge_refuses_gold"] == len(report["judge_refused"]) > 0
     assert all("variant_mismatch" in r["flags"] for r in report["judge_refused"])
     assert report["tried"] == report["kept"] + sum(report["rejected"].values())
+    refused = [r["task_id"] for r in report["judge_refused"]]
+    assert len(set(refused + [t.task_id for t in res.tasks])) == len(refused) + len(res.tasks)

@@ -330,6 +330,7 @@ def _mint(ex, repos: Path, sha: str, name: str, env: list[str], cfg: MintConfig)
     per_op: dict[str, Counter] = {}
     seen_failing: set[tuple] = set()
     refused: list[dict] = []
+    made = 0
     tried, batch = 0, max(4, 4 * cfg.workers)  # a few runs per batch command and worker
     while cands and len(res.tasks) < cfg.max_tasks and tried < max_tries:
         chunk, cands = cands[:batch], cands[batch:]
@@ -348,7 +349,8 @@ def _mint(ex, repos: Path, sha: str, name: str, env: list[str], cfg: MintConfig)
                 continue
             seen_failing.add(failing)
             new.append((_task(name, sha, c, set(failing), stable, r, snap, product, cfg,
-                              len(res.tasks) + len(new)), op))
+                              made), op))
+            made += 1  # a refused task keeps its number: each id names one candidate
         for (task, op), why in zip(new, _judge_gold(ex, repos, [t for t, _ in new]), strict=True):
             if why:
                 rejected["judge_refuses_gold"] += 1
