@@ -54,8 +54,11 @@ What holds by construction, whatever the spelling:
   code runs (a replaced ``json.dumps`` changes nothing), checks the origin of *every*
   hook implementation's code (not its claimed module), the identity of pytest's outcome
   machinery, and installs an audit hook that reports, as tampering, the patch's code
-  taking frames, opening test files, walking the gc, tracing or using ctypes, and anyone
-  swapping a test's or pytest's function code.
+  taking frames, opening test files, walking the gc, tracing or using ctypes (a library of
+  the env dirs using it for itself is not the patch's), and changing the code or defaults
+  of pytest's functions or of those the test files defined by the end of collection
+  (trusted code may, where its own code names the attribute and no patch code drives it).
+  Subtest reports count: a failed one fails its test.
 - Test modules are imported from bytes read before the tree's code ran; no bytecode under
   the tree or a writable dir is loaded; a host-side inotify watch sees any test file
   written during the run (``test_edit``); links the run made are flagged (``link_swap``)
