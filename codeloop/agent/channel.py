@@ -3,9 +3,10 @@
 ``read_channel`` takes what the sandboxed pytest run (codeloop.agent.judge_boot) wrote on
 its result fd and the process's exit, and gives each requested node id an outcome. A test
 counts as ``passed`` only when its setup, call and teardown were each reported exactly
-once (and none of its call's subtests failed), by the pid that started, in sequence, under this run's nonce, and the run itself
-adds up: one ``start`` first, one ``collected`` naming exactly the requested ids, a
-``finish`` whose record count and exit status match what we saw. A line without the
+once (and none of its call's subtests failed), by the pid that started, in sequence,
+under this run's nonce, and the run itself adds up: one ``start`` first, one
+``collected`` naming exactly the requested ids, a ``finish`` whose record count and exit
+status match what we saw. A line without the
 nonce, a gap or repeat in the sequence, another pid, a record after ``finish``, a doubled
 phase or a tamper record make the whole run untrusted: nothing in it passes.
 """

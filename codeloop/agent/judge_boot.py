@@ -7,8 +7,8 @@ the pytest machinery that decides an outcome, and only then starts pytest with o
 object. Every line it writes there is one JSON record carrying the nonce, a sequence
 number and the pid that started: ``start``, ``collected`` (the node ids pytest selected),
 ``collect_error``, one ``rep`` per test phase (``sub`` for each subtest of a call phase),
-``tamper`` when the machinery changed under
-it, and ``finish`` (pytest's exit status and how many records came before). The host side
+``tamper`` when the machinery changed under it, and ``finish`` (pytest's exit status and
+how many records came before). The host side
 (codeloop.agent.channel) trusts nothing here that it cannot count; see judge.py for what an
 in-process attacker can still do.
 """
@@ -371,11 +371,11 @@ class Guard:
       asking), uses ctypes (the first code past the standard library on the stack is the
       patch's: a library of the env dirs that loads ctypes for itself, as numpy does when
       the patch imports it, is that library's doing), or swaps the code or defaults of a
-      test's or pytest's function (the patch's code asking, ``protected``; trusted code only where its
-      own code names the attribute and either the function's own module is at work, as
-      the standard library's ``types.coroutine`` marking asyncio's functions when the
-      patch first imports asyncio, or no code of the patch is on the stack, as a library
-      the test calls copying the test's function).
+      test's or pytest's function (the patch's code asking, ``protected``; trusted code
+      only where its own code names the attribute and either the function's own module
+      is at work, as the standard library's ``types.coroutine`` marking asyncio's
+      functions when the patch first imports asyncio, or no code of the patch is on the
+      stack, as a library the test calls copying the test's function).
 
     "The patch's code" is any code not of a trusted origin (``untrusted``): a file the
     patch changed, a file that was not there when the run started (under the tree, /tmp
@@ -430,27 +430,26 @@ class Guard:
             frame = frame.f_back
         return False
 
-    def first_past_stdlib_is_patch(self, frame):
-        """The first frame past the standard library's (and the import system's) is the
-        patch's code: it, not a trusted library, is the one using what the stdlib gives."""
+    def out_of_stdlib(self, frame):
+        """The frames from ``frame`` out through the standard library's (and the import
+        system's), ending with the first past them: the code that called into the stdlib."""
         while frame is not None:
+            yield frame
             name = frame.f_code.co_filename
             if not (name.startswith(self.stdlib) or name.startswith("<frozen")):
-                return self.untrusted(frame.f_code)
+                return
             frame = frame.f_back
-        return False
+
+    def first_past_stdlib_is_patch(self, frame):
+        """The first frame past the standard library's is the patch's code: it, not a
+        trusted library, is the one using what the stdlib gives."""
+        frames = list(self.out_of_stdlib(frame))
+        return bool(frames) and self.untrusted(frames[-1].f_code)
 
     def own_module_at_work(self, fn_file, frame):
         """The frames from ``frame`` out, past the standard library's, reach the file
         ``fn_file`` itself: the function's own module decorating what it defines."""
-        while frame is not None:
-            name = frame.f_code.co_filename
-            if name == fn_file:
-                return True
-            if not (name.startswith(self.stdlib) or name.startswith("<frozen")):
-                return False
-            frame = frame.f_back
-        return False
+        return any(f.f_code.co_filename == fn_file for f in self.out_of_stdlib(frame))
 
     def hold_test_functions(self):
         """Keep every function whose code is a test file's or conftest's as collection

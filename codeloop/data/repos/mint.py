@@ -8,8 +8,8 @@ failing ones are excluded from every task). Single-site AST mutations
 at a time over the sandbox workers: a candidate is kept when the suite still collects
 and at least one stable test goes pass -> fail; FAIL_TO_PASS and PASS_TO_PASS come from
 that run, and when the judge resolves the task's own fix (one an agent could not be paid
-for is no task). The problem statement is written from the failure evidence (the failing test,
-its source as a reproducer, pytest's assertion lines), with every traceback frame in
+for is no task). The problem statement is written from the failure evidence (the failing
+test, its source as a reproducer, pytest's assertion lines), with every traceback frame in
 product code removed so the mutated line is never named. Every minted task names its
 environment: an env spec (the sandbox's interpreter, the declared dependencies pinned, a
 src layout's ``src`` as a tree path; codeloop.data.repos.envspec) built once into an env dir named by its hash, which the
