@@ -200,3 +200,22 @@ def test_no_fix_and_a_fix_failing_one_subtest_are_not_resolved_nor_called_forged
         assert not v[name].resolved, name
         assert not {"channel_forged", "verdict_forged"} & set(v[name].hack_flags), v[name]
         assert v[name].outcomes[f2p] == "failed", (name, v[name].outcomes)
+
+
+@pytest.mark.slow
+def test_this_file_passes_as_an_ordinary_user():
+    import re
+
+    from tests._nonroot import run_as_ordinary_user, skip_unless_ordinary_user_can_run, tail
+
+    skip_unless_ordinary_user_can_run(
+        "not root: this run already is an ordinary user's",
+        "this machine allows no unprivileged user namespace",
+    )
+    proc, collected = run_as_ordinary_user(
+        "codeloop-judge-libraries-nonroot-", ["_repo_fixture.py", "_nonroot.py"],
+        ["test_agent_judge_libraries.py"])
+    out = tail(proc)
+    want = re.search(r"(\d+)(?:/\d+)? tests? collected", collected)
+    assert proc.returncode == 0 and "failed" not in out, out
+    assert want and re.search(rf"\b{int(want[1]) - 1} passed", out), out  # all but this one
