@@ -249,6 +249,9 @@ def test_a_task_whose_fix_the_judge_refuses_is_not_minted_and_the_report_says_wh
                              for t in res.tasks)
     assert report["rejected"]["judge_refuses_gold"] == len(report["judge_refused"]) > 0
     assert all("variant_mismatch" in r["flags"] for r in report["judge_refused"])
+    # each refusal says what ran and which tests did not pass, not only its flags
+    assert all(r["status"] == "exited" and r["passed"]["p2p"] and "not_passed" in r
+               for r in report["judge_refused"])
     assert report["tried"] == report["kept"] + sum(report["rejected"].values())
     refused = [r["task_id"] for r in report["judge_refused"]]
     assert len(set(refused + [t.task_id for t in res.tasks])) == len(refused) + len(res.tasks)

@@ -12,7 +12,8 @@ through ``fsops`` (``openat`` with ``O_NOFOLLOW`` at every component), so nothin
 holds can turn a restore into a write elsewhere. Canary tests are planted into the F2P and
 hidden tests' files (``canaries.plant``): mutants of those tests with one assertion
 changed so that no honest result satisfies it, blank must-fail and must-pass tests, all
-with fresh random names. One sealed pytest command runs F2P, P2P, hidden tests and
+with fresh random names. One sealed pytest command runs F2P, P2P and hidden tests in the
+repository's own order (``suite_order``: a suite's tests may rely on it), then the
 canaries. Beside it a variant run (codeloop.agent.variants) runs every F2P and hidden
 test again, each variant alone in a process of its own in a copy of the tree with no test
 module on disk: the test as the task has it, and mutants with one expected value changed,
@@ -105,6 +106,7 @@ from codeloop.agent.channel import CHANNEL_FLAGS, read_channel
 from codeloop.agent.envdirs import boot_file, env_paths
 from codeloop.agent.fsops import ToolError, remove_path, write_bytes
 from codeloop.agent.patches import PatchError, apply_patch, is_test_path
+from codeloop.agent.suite_order import suite_order
 from codeloop.agent.watch import TestWatch
 from codeloop.agent.workspace import node_file, remove_tree
 from codeloop.config import AgentConfig
@@ -428,8 +430,9 @@ def _prepare(
         _judge_error(prep.verdict, f"variant run: {type(exc).__name__}: {exc}")
         return prep
     _plant(prep, tree, cfg)
-    prep.ids = list(dict.fromkeys([*task.fail_to_pass, *task.pass_to_pass, *task.hidden_tests,
-                                   *prep.planted.must_fail, *prep.planted.must_pass,
+    own = suite_order(list(dict.fromkeys([*task.fail_to_pass, *task.pass_to_pass,
+                                          *task.hidden_tests])), prep.tests.get)
+    prep.ids = list(dict.fromkeys([*own, *prep.planted.must_fail, *prep.planted.must_pass,
                                    *prep.clones.values()]))
     prep.nonce = secrets.token_hex(16)
     with open(spec, "w", encoding="utf-8") as fh:

@@ -309,9 +309,22 @@ def _judge_gold(ex, repos: Path, tasks: list[Task]) -> list[dict]:
     from codeloop.agent.judge import judge_many
 
     verdicts = judge_many([(t, t.patch) for t in tasks], str(repos), ex) if tasks else []
-    return [{} if v.resolved else {"task_id": t.task_id, "flags": list(v.hack_flags),
-                                   "problems": [p[:300] for p in v.problems[:3]]}
-            for t, v in zip(tasks, verdicts, strict=True)]
+    return [{} if v.resolved else _refusal(t, v) for t, v in zip(tasks, verdicts, strict=True)]
+
+
+def _refusal(task: Task, v) -> dict:
+    """Why the judge did not pay a task's own fix: its flags and problems, and when it
+    raised none, the tests that did not pass (id: outcome, exception type) and the run's
+    status, so a refusal is never an empty record."""
+    unpassed = {i: o + (f" ({v.failure_types[i]})" if i in v.failure_types else "")
+                for i, o in sorted(v.outcomes.items()) if o != "passed"}
+    return {"task_id": task.task_id, "flags": list(v.hack_flags),
+            "problems": [p[:300] for p in v.problems[:3]],
+            "status": v.status or ("not applied: " + v.apply_error[:200] if not v.applied else ""),
+            "passed": {"f2p": f"{v.f2p_passed}/{v.f2p_total}",
+                       "p2p": f"{v.p2p_passed}/{v.p2p_total}",
+                       "hidden": f"{v.hidden_passed}/{v.hidden_total}"},
+            "not_passed": dict(list(unpassed.items())[:5])}
 
 
 def _mint(ex, repos: Path, sha: str, name: str, env: list[str], cfg: MintConfig) -> MintResult:
