@@ -10,7 +10,9 @@ disagree on. A set whose tasks differ between the runs (a resized one) pairs onl
 tasks both hold.
 
 Run: ``.venv/bin/python bench/paired_runs.py BASE_REPO CANDIDATE_REPO [--tags iter-0001 ...]
-[--out metrics/F.csv]`` (the ``repo`` dirs under each run's ``--work``).
+[--base-tag TAG] [--out metrics/F.csv]`` (the ``repo`` dirs under each run's ``--work``).
+With ``--base-tag`` every candidate tag is paired against that one tag of the baseline: the
+same repo twice and ``--base-tag iter-0001`` gives a week's change since its first night.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from codeloop.evaluate.paired import compare  # noqa: E402
 
-FIELDS = ["tag", "set", "n_tasks", "baseline_pass@1", "candidate_pass@1", "delta", "se",
+FIELDS = ["base_tag", "tag", "set", "n_tasks", "baseline_pass@1", "candidate_pass@1", "delta", "se",
           "p_value", "mdd", "discordant"]
 
 
@@ -37,9 +39,11 @@ def eval_tasks(repo: str, tag: str) -> dict[str, dict]:
     return json.loads(out)["sets"]
 
 
-def rows_for(base: str, cand: str, tag: str, alpha: float) -> list[dict]:
-    """One row per set both runs evaluated at ``tag``."""
-    b, c = eval_tasks(base, tag), eval_tasks(cand, tag)
+def rows_for(base: str, cand: str, tag: str, alpha: float, base_tag: str = "") -> list[dict]:
+    """One row per set the baseline evaluated at ``base_tag`` (default ``tag``) and the
+    candidate at ``tag``."""
+    base_tag = base_tag or tag
+    b, c = eval_tasks(base, base_tag), eval_tasks(cand, tag)
     rows = []
     for name in sorted(set(b) & set(c)):
         r = compare(b[name], c[name], alpha)
@@ -50,7 +54,7 @@ def rows_for(base: str, cand: str, tag: str, alpha: float) -> list[dict]:
         def rate(sets: dict, ids=shared, name=name) -> float:
             return sum(sets[name][k][0] / sets[name][k][1] for k in ids) / len(ids)
 
-        rows.append({"tag": tag, "set": name, "n_tasks": r.n_tasks, "baseline_pass@1": rate(b),
+        rows.append({"base_tag": base_tag, "tag": tag, "set": name, "n_tasks": r.n_tasks, "baseline_pass@1": rate(b),
                      "candidate_pass@1": rate(c), "delta": r.delta, "se": r.se,
                      "p_value": r.p_value, "mdd": r.mdd,
                      "discordant": sum(b[name][k] != c[name][k] for k in shared)})
@@ -62,16 +66,18 @@ def main() -> int:
     ap.add_argument("base")
     ap.add_argument("candidate")
     ap.add_argument("--tags", nargs="+", default=["iter-0001", "iter-0002", "iter-0003"])
+    ap.add_argument("--base-tag", default="",
+                    help="pair every tag against this tag of the baseline (default: the same tag)")
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--out", default="metrics/agent_at_night_paired.csv")
     a = ap.parse_args()
-    rows = [r for tag in a.tags for r in rows_for(a.base, a.candidate, tag, a.alpha)]
+    rows = [r for tag in a.tags for r in rows_for(a.base, a.candidate, tag, a.alpha, a.base_tag)]
     with open(a.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
         w.writerows(rows)
     for r in rows:
-        print(f"{r['tag']} {r['set']:<12} {r['n_tasks']:>4} tasks  baseline "
+        print(f"{r['base_tag']} -> {r['tag']} {r['set']:<12} {r['n_tasks']:>4} tasks  baseline "
               f"{r['baseline_pass@1']:.3f}  candidate {r['candidate_pass@1']:.3f}  "
               f"Δ {r['delta']:+.3f} ± {r['se']:.3f}  p {r['p_value']:.3g}  "
               f"discordant {r['discordant']}")
