@@ -28,15 +28,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from codeloop.evaluate.paired import compare  # noqa: E402
 
-FIELDS = ["base_tag", "tag", "set", "n_tasks", "baseline_pass@1", "candidate_pass@1", "delta", "se",
-          "p_value", "mdd", "discordant"]
+FIELDS = ["base_tag", "tag", "set", "n_tasks", "baseline_pass@1", "candidate_pass@1", "delta",
+          "se", "p_value", "mdd", "discordant"]
 
 
 def eval_tasks(repo: str, tag: str) -> dict[str, dict]:
     """{set: {task_id: [passed, n]}} that the night promoted as ``tag`` evaluated."""
     out = subprocess.run(["git", "show", f"{tag}:metrics/eval_tasks.json"], cwd=repo,
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out)["sets"]
+                         capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"{repo}: no metrics/eval_tasks.json at tag {tag}: "
+                         f"{out.stderr.strip()}")
+    return json.loads(out.stdout)["sets"]
 
 
 def rows_for(base: str, cand: str, tag: str, alpha: float, base_tag: str = "") -> list[dict]:
@@ -54,8 +57,9 @@ def rows_for(base: str, cand: str, tag: str, alpha: float, base_tag: str = "") -
         def rate(sets: dict, ids=shared, name=name) -> float:
             return sum(sets[name][k][0] / sets[name][k][1] for k in ids) / len(ids)
 
-        rows.append({"base_tag": base_tag, "tag": tag, "set": name, "n_tasks": r.n_tasks, "baseline_pass@1": rate(b),
-                     "candidate_pass@1": rate(c), "delta": r.delta, "se": r.se,
+        rows.append({"base_tag": base_tag, "tag": tag, "set": name, "n_tasks": r.n_tasks,
+                     "baseline_pass@1": rate(b), "candidate_pass@1": rate(c),
+                     "delta": r.delta, "se": r.se,
                      "p_value": r.p_value, "mdd": r.mdd,
                      "discordant": sum(b[name][k] != c[name][k] for k in shared)})
     return rows
@@ -71,7 +75,8 @@ def main() -> int:
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--out", default="metrics/agent_at_night_paired.csv")
     a = ap.parse_args()
-    rows = [r for tag in a.tags for r in rows_for(a.base, a.candidate, tag, a.alpha, a.base_tag)]
+    rows = [r for tag in a.tags
+            for r in rows_for(a.base, a.candidate, tag, a.alpha, a.base_tag)]
     with open(a.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()

@@ -6,6 +6,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -43,3 +45,10 @@ def test_without_a_base_tag_each_tag_pairs_with_the_same_tag(tmp_path):
     [row] = _bench().rows_for(str(tmp_path), str(tmp_path), "iter-0002", 0.05)
     assert (row["base_tag"], row["tag"]) == ("iter-0002", "iter-0002")
     assert row["delta"] == 0.0 and row["discordant"] == 0
+
+
+def test_a_tag_without_per_task_results_names_the_repo_and_the_tag(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    _night(tmp_path, "iter-0001", [0] * 5)
+    with pytest.raises(SystemExit, match=r"no metrics/eval_tasks.json at tag iter-0009"):
+        _bench().rows_for(str(tmp_path), str(tmp_path), "iter-0001", 0.05, "iter-0009")
