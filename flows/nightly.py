@@ -31,12 +31,12 @@ identical, already refused candidate. Tags ``iter-NNNN`` count promotions, so af
 refusal ``rollout.iteration`` runs ahead of the tag number; the promoted commit's
 params.yaml records the value that was used.
 
-A run killed mid-night (SIGKILL, a lost machine) leaves that state marked ``running``; the
-next run puts the tracked files back as the last good iteration left them and runs the
-same night number again, so rollout and score reuse the shards the killed run finished
-(codeloop.rollout.resume). Every night, promoted, refused, failed or killed, is appended to
-the nights log (codeloop.ops.nights) and the last week is published as the ``nights``
-artifact.
+A run killed mid-night (SIGKILL, a lost machine, or stopped by a signal it sees: SIGTERM from
+a cancelled job, Ctrl-C) leaves that state marked ``running``; the next run puts the tracked
+files back as the last good iteration left them and runs the same night number again, so
+rollout and score reuse the shards the killed run finished (codeloop.rollout.resume). Every
+night, promoted, refused, failed or killed, is appended to the nights log
+(codeloop.ops.nights) and the last week is published as the ``nights`` artifact.
 """
 
 from __future__ import annotations
@@ -276,10 +276,13 @@ def nightly(repo: str = ".", pull: bool = True, push: bool = True) -> dict[str, 
         try:
             result = _night(repo, pull, push, seen)
         except Exception as exc:
+            _night_over(repo)
             log_night(repo, started, "failed", seen, error=f"{type(exc).__name__}: {exc}")
             raise
-        finally:
-            _night_over(repo)
+        # A signal (Prefect's TerminationSignal, KeyboardInterrupt: not Exceptions) skips
+        # both: the night stays ``running``, its files half-written, for the next run to
+        # restore and resume as it does a SIGKILLed one.
+        _night_over(repo)
         outcome = "promoted" if result["promoted"] else "refused"
         log_night(repo, started, outcome, seen, result)
         return result
