@@ -3,17 +3,14 @@
 #   bash scripts/test.sh            everything (CI)
 #   bash scripts/test.sh --fast     the fast lane: everything but the @pytest.mark.slow
 #                                   end-to-end tests (full repro, nightly, torchrun, load)
-# Further arguments go to pytest. The suite runs on CODELOOP_TEST_WORKERS pytest-xdist workers
-# (default 2), a file's tests on one worker (module fixtures are built once); the slowest
-# tests are listed at the end.
+# Further arguments go to pytest. The 40 slowest tests are listed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 ruff check .
-workers=(-n "${CODELOOP_TEST_WORKERS:-2}" --dist loadfile --durations=40)
 if [ "${1:-}" = "--fast" ]; then
   shift
-  pytest -q "${workers[@]}" -m "not slow" "$@"
+  pytest -q --durations=40 -m "not slow" "$@"
 else
-  pytest -q "${workers[@]}" "$@"
+  pytest -q --durations=40 "$@"
 fi

@@ -12,6 +12,7 @@ from codeloop.cli import main
 from codeloop.config import SandboxConfig
 from codeloop.sandbox import ExecJob, make_executor
 from codeloop.sandbox.local import Prestart
+from codeloop.sandbox.procs import children
 from codeloop.sandbox.uids import UID_LOCKS
 
 
@@ -79,9 +80,7 @@ def _lease_free(uid: int) -> bool:
 
 
 def _our_children() -> set[int]:
-    pid = os.getpid()
-    return {int(c) for tid in os.listdir(f"/proc/{pid}/task")
-            for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()}
+    return set(children())
 
 
 def test_an_executor_judges_with_the_zygotes_prestarted_before_its_config():

@@ -9,23 +9,29 @@ import os
 import signal
 
 
-def _children(pid=None):
+def children(pid=None) -> list[int]:
+    """PIDs of ``pid``'s (default: our) children, over all its threads. A thread or the
+    process that ends while we read is skipped: the other threads' children still count."""
     pid, out = pid or os.getpid(), []
     try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
             with open(f"/proc/{pid}/task/{tid}/children") as fh:
                 out += [int(p) for p in fh.read().split()]
-    except (OSError, ValueError):
-        pass
+        except (OSError, ValueError):
+            continue
     return out
 
 
 def descendants():
     """PIDs of every process below us: the job's tree and its orphans (we reap for both)."""
-    out, todo = [], _children()
+    out, todo = [], children()
     while todo:
         out.append(todo.pop())
-        todo += _children(out[-1])
+        todo += children(out[-1])
     return out
 
 
@@ -58,7 +64,7 @@ def kill_everything(pid, opts):
             os.waitpid(helper, 0)
     _, status, ru = os.wait4(pid, 0)
     for _ in range(10000):  # orphans were re-parented to us (PID 1 or subreaper)
-        kids = _children()
+        kids = children()
         if not kids:
             break
         for k in kids:
