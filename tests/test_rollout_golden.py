@@ -77,7 +77,6 @@ def _function_policy(task):
     torch.manual_seed(0)
     tiny = PolicyInitConfig(vocab_size=400, n_layer=2, n_head=2, n_embd=64, n_positions=512)
     pol = build_embedded(Params(policy_init=tiny), [task])
-    pol.model_version = "golden-function"
     sft = SimpleNamespace(steps=60, batch_size=2, lr=1e-2, warmup_steps=5, max_len=512, seed=0)
     run_sft(pol, [task], sft)
     return pol
