@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,27 @@ def module_name(root: Path, path: Path) -> str:
     return ".".join(parts)
 
 
+def _stamp(path: Path) -> tuple[int, int]:
+    """What says a file changed: its modification time and size."""
+    st = path.stat()
+    return st.st_mtime_ns, st.st_size
+
+
+@lru_cache(maxsize=4096)
+def _parsed(path: Path, stamp: tuple[int, int]) -> ast.Module:
+    """``path``'s syntax tree, parsed once per version of the file (every stage's closure
+    walks the same files)."""
+    return ast.parse(path.read_text(), filename=str(path))
+
+
 def imported_modules(path: Path, module: str) -> set[str]:
     """Every module name ``path`` (module ``module``) may import, anywhere in its body."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    return set(_imported(path, module, _stamp(path)))
+
+
+@lru_cache(maxsize=4096)
+def _imported(path: Path, module: str, stamp: tuple[int, int]) -> frozenset[str]:
+    tree = _parsed(path, stamp)
     is_pkg = path.name == "__init__.py"
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -76,19 +95,23 @@ def imported_modules(path: Path, module: str) -> set[str]:
             names.add(base)
             # `from pkg import name` may name a submodule: keep both readings.
             names.update(f"{base}.{a.name}" for a in node.names if a.name != "*")
-    return {n for n in names if n}
+    return frozenset(n for n in names if n)
 
 
 def sibling_sources(path: Path) -> set[Path]:
     """Files next to ``path`` that it names as ``"<name>.py"`` string literals (read as
     source, not imported)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    names = {
-        n.value
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.endswith(".py")
-    }
+    names = _py_literals(path, _stamp(path))
     return {path.parent / n for n in names if "/" not in n and (path.parent / n).is_file()}
+
+
+@lru_cache(maxsize=4096)
+def _py_literals(path: Path, stamp: tuple[int, int]) -> frozenset[str]:
+    return frozenset(
+        n.value
+        for n in ast.walk(_parsed(path, stamp))
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.endswith(".py")
+    )
 
 
 def closure(root: Path, module: str) -> set[str]:
