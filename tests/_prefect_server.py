@@ -38,11 +38,13 @@ def server_env(home: str) -> dict[str, str]:
 
 
 @contextmanager
-def local_prefect_server(startup_timeout: float = 90.0) -> Iterator[tuple[str, dict[str, str]]]:
+def local_prefect_server(startup_timeout: float = 240.0) -> Iterator[tuple[str, dict[str, str]]]:
     """Start ``prefect server start`` on a free port; yield (api_url, client env); stop it.
 
-    The server runs in its own session so that stopping it by its PID's process group
-    also ends the workers it spawned, and nothing else.
+    The start-up wait is generous: on a loaded machine (two test workers, a nightly run beside
+    them) a first start that migrates its database can take well over a minute. The server
+    runs in its own session so that stopping it by its PID's process group also ends the
+    workers it spawned, and nothing else.
     """
     home = tempfile.mkdtemp(prefix="codeloop-prefect-server-")
     port = free_port()

@@ -59,3 +59,14 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=90):
         yield
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files holding a slow end-to-end test run first, the rest after, each in its own order.
+
+    On several workers (scripts/test.sh) a file is one unit of work: the long ones started
+    first leave the short ones to fill the gaps, instead of one long file running alone at
+    the end while the other worker idles.
+    """
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)

@@ -47,7 +47,7 @@ def real_night(tmp_path_factory):
     _git(work, "add", "-A")
     _git(work, "commit", "-qm", "tiny")
     stages = list(yaml.safe_load((work / "dvc.yaml").read_text())["stages"])
-    with local_prefect_server(startup_timeout=90) as (api, env):
+    with local_prefect_server() as (api, env):
         env = {
             **env,
             "PYTHONPATH": str(work),

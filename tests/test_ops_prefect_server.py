@@ -69,7 +69,7 @@ def _base(task_run_name: str) -> str:
 def served_night(tmp_path_factory):
     root = tmp_path_factory.mktemp("served")
     repo = make_toy_repo(root)
-    with local_prefect_server(startup_timeout=90) as (api, env):
+    with local_prefect_server() as (api, env):
         env = {
             **env,
             "PYTHONPATH": str(REPO_ROOT),
