@@ -131,10 +131,13 @@ def test_agent_e2e_replay_fails_once_a_stored_reward_is_changed(pipeline, tmp_pa
     ids = _repo_ids(work)
     rows = read_trajectories(Paths(work).trajectories_dir)
     for kind_is_repo in (True, False):
-        changed = list(rows)
-        k = next(i for i, t in enumerate(changed) if (t.task_id in ids) == kind_is_repo)
-        changed[k].reward += 0.5
-        out = tmp_path / f"repo-{kind_is_repo}"
-        write_trajectories(out, changed, jsonl_export=False)
-        changed[k].reward -= 0.5
-        assert _replay(work, out) != 0
+        # one task's group, as stored (it replays clean) and with one reward changed
+        task = next(t.task_id for t in rows if (t.task_id in ids) == kind_is_repo)
+        group = [t for t in rows if t.task_id == task]
+        kept, changed = tmp_path / f"kept-{kind_is_repo}", tmp_path / f"changed-{kind_is_repo}"
+        write_trajectories(kept, group, jsonl_export=False)
+        group[0].reward += 0.5
+        write_trajectories(changed, group, jsonl_export=False)
+        group[0].reward -= 0.5
+        assert _replay(work, kept) == 0
+        assert _replay(work, changed) != 0
