@@ -10,10 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 ruff check .
-workers=(-n "${CODELOOP_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=40)
+opts=(-n "${CODELOOP_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=40)
 if [ "${1:-}" = "--fast" ]; then
   shift
-  pytest -q "${workers[@]}" -m "not slow" "$@"
+  pytest -q "${opts[@]}" -m "not slow" "$@"
 else
-  pytest -q "${workers[@]}" "$@"
+  pytest -q "${opts[@]}" "$@"
 fi
