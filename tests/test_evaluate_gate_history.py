@@ -124,3 +124,15 @@ def test_history_rows_read_back_feed_the_plot_of_the_next_iteration(tmp_path):
     first, second = plot_rows([back, _row(2, heldout=0.5)])
     assert first["pass@1/heldout"] == 0.4 and first["reward/pass_rate"] == 0.5
     assert second["iteration"] == 2 and second["pass@1/heldout"] == 0.5
+
+
+def test_the_committed_history_is_a_header_with_nothing_promoted(repo_root, tmp_path):
+    # a header, not an empty file: DVC warns about an empty dependency on every repro
+    committed = repo_root / "history/iterations.csv"
+    header = committed.read_text().splitlines()
+    assert header and header[0].split(",")[0] == "iteration"
+    assert read_iterations(committed) == [] and next_iteration(committed) == 1
+    copy = tmp_path / "iterations.csv"
+    copy.write_text(committed.read_text())
+    append_iteration(_row(1, heldout=0.5), copy)
+    assert [r["iteration"] for r in read_iterations(copy)] == [1]
