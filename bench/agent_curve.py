@@ -60,7 +60,11 @@ demo that does not fit (the run prints how many real ones fit) and a rollout tha
 the context ends there. metrics/agent_curve_real_synthonly.csv (``--heldout-seed 2000
 --real-heldout`` on the minted held-out repositories, 10 tasks each, ``--context 2048
 --iterations 3``) and metrics/agent_curve_real_mixed.csv (the same with ``--real-train`` on
-the minted training repositories and ``--real-grpo``) are those two arms.
+the minted training repositories and ``--real-grpo``) are those two arms;
+metrics/agent_curve_real_mixed_grpo.csv is the mixed arm rerun through its GRPO iterations
+(``--heldout 120 --eval-every 2 --iterations 3``: a smaller synthetic held-out set, so both
+real-repository evaluations fit one run; 28 of its 30 real held-out tasks are the
+synthetic-only arm's: the re-mint of six kept two others among its first ten).
 """
 
 from __future__ import annotations
